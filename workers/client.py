@@ -1,0 +1,397 @@
+"""The worker group as seen from the UI process: start, run one job at a time, stop.
+
+`WorkerGroup.run` sends one command to every rank and waits for all of them, watching for worker
+death (process sentinels), hangs (heartbeats in the control block), cancel (polled callback, passed
+to workers through the control block) and ranks that fall out of step. Recoverable failures raise
+`JobError` / `JobInputError` / `JobCancelled` and leave the group up; anything else stops the group
+and raises a fatal error naming the rank and cause (the next run starts a fresh group).
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import itertools
+import os
+import queue
+import secrets
+import shutil
+import subprocess
+import tempfile
+import threading
+import time
+import weakref
+from collections.abc import Callable, Sequence
+from multiprocessing import AuthenticationError
+from multiprocessing.connection import Connection, Listener, wait
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from . import protocol, shm
+from .config import ERROR_GRACE_S, HEARTBEAT_TIMEOUT_S, POLL_INTERVAL_S, START_TIMEOUT_S, STOP_GRACE_S
+from .errors import (
+    GroupOutOfStep,
+    GroupStartError,
+    JobCancelled,
+    JobError,
+    JobInputError,
+    WorkerDied,
+    WorkerGroupError,
+    WorkerHung,
+)
+from .launcher import Placement, worker_command, worker_env
+
+ProgressFn = Callable[[int, int, dict], None]
+CancelFn = Callable[[], bool]
+
+_LIVE_GROUPS: weakref.WeakSet[WorkerGroup] = weakref.WeakSet()
+
+
+class WorkerGroup:
+    """One process per rank, started with subprocess from a clean environment. Not thread-safe by
+    design beyond its own lock: one job at a time."""
+
+    def __init__(self, placement: Placement, *, env: dict[str, str] | None = None) -> None:
+        self.placement = placement
+        self._env_extra = env or {}
+        self._lock = threading.RLock()
+        self._procs: list[subprocess.Popen] = []
+        self._conns: list[Connection] = []
+        self._control: protocol.ControlBlock | None = None
+        self._control_name: str | None = None
+        self._workdir: Path | None = None
+        self._job_ids = itertools.count(1)
+        self.worker_info: list[dict] = []
+        self.heartbeat_timeout_s = HEARTBEAT_TIMEOUT_S
+        self.error_grace_s = ERROR_GRACE_S
+
+    # ----- lifecycle -------------------------------------------------------------------------
+    @property
+    def world_size(self) -> int:
+        return self.placement.world_size
+
+    @property
+    def is_alive(self) -> bool:
+        return bool(self._procs) and all(p.poll() is None for p in self._procs)
+
+    @property
+    def pids(self) -> list[int]:
+        return [p.pid for p in self._procs]
+
+    def start(self, timeout_s: float = START_TIMEOUT_S) -> WorkerGroup:
+        with self._lock:
+            if self._procs:
+                raise RuntimeError("this group was already started; make a new WorkerGroup to restart")
+            shm.sweep_stale_segments()
+            try:
+                self._start(timeout_s)
+            except BaseException:
+                self._teardown(kill=True)
+                raise
+            _LIVE_GROUPS.add(self)
+            return self
+
+    def _start(self, timeout_s: float) -> None:
+        self._workdir = Path(tempfile.mkdtemp(prefix="ltx2mgpu-"))  # mode 0700
+        authkey = secrets.token_bytes(32)
+        address = str(self._workdir / "control.sock")
+        listener = Listener(address=address, family="AF_UNIX", authkey=authkey)
+        control_spec, self._control = protocol.ControlBlock.create(self.world_size)
+        self._control_name = control_spec.name
+        accepted: queue.Queue[Connection] = queue.Queue()
+        acceptor = threading.Thread(target=_accept, args=(listener, self.world_size, accepted), daemon=True)
+        acceptor.start()
+        env = worker_env(self.placement, self._env_extra)
+        for rank, device in enumerate(self.placement.devices):
+            boot = {
+                "rank": rank,
+                "world_size": self.world_size,
+                "device": device,
+                "backend": self.placement.backend,
+                "address": address,
+                "authkey": authkey.hex(),
+                "control": control_spec.to_wire(),
+                "store_path": str(self._workdir / "store"),
+                "workdir": str(self._workdir),
+                "owner_pid": os.getpid(),
+                "threads": self.placement.threads_per_rank() if device == "cpu" else 0,
+            }
+            proc = subprocess.Popen(
+                worker_command(), stdin=subprocess.PIPE, cwd=self._workdir, env=env, start_new_session=True
+            )
+            assert proc.stdin is not None
+            proc.stdin.write((_json_line(boot)).encode())
+            proc.stdin.flush()  # stdin stays open: its EOF tells the worker that we are gone
+            self._procs.append(proc)
+        try:
+            self._conns = self._await_hellos(accepted, timeout_s)
+        finally:
+            listener.close()
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(address)
+        self.worker_info = [m["info"] for m in self._await_all("ready", timeout_s)]
+
+    def _await_hellos(self, accepted: queue.Queue[Connection], timeout_s: float) -> list[Connection]:
+        deadline = time.monotonic() + timeout_s
+        by_rank: dict[int, Connection] = {}
+        while len(by_rank) < self.world_size:
+            self._raise_if_start_died()
+            if time.monotonic() > deadline:
+                missing = sorted(set(range(self.world_size)) - set(by_rank))
+                raise GroupStartError(f"workers {missing} did not connect within {timeout_s:.0f} s", rank=missing[0])
+            try:
+                conn = accepted.get(timeout=POLL_INTERVAL_S)
+            except queue.Empty:
+                continue
+            if not conn.poll(timeout_s):
+                raise GroupStartError("a worker connected but never said hello")
+            hello = protocol.decode(conn.recv_bytes())
+            by_rank[int(hello["rank"])] = conn
+        return [by_rank[r] for r in range(self.world_size)]
+
+    def _await_all(self, kind: str, timeout_s: float) -> list[dict]:
+        deadline = time.monotonic() + timeout_s
+        got: dict[int, dict] = {}
+        while len(got) < self.world_size:
+            self._raise_if_start_died()
+            if time.monotonic() > deadline:
+                missing = sorted(set(range(self.world_size)) - set(got))
+                raise GroupStartError(f"workers {missing} were not {kind} within {timeout_s:.0f} s", rank=missing[0])
+            for conn in wait([c for r, c in enumerate(self._conns) if r not in got], timeout=POLL_INTERVAL_S):
+                rank = self._conns.index(conn)
+                try:
+                    message = protocol.decode(conn.recv_bytes())
+                except (EOFError, OSError):
+                    continue  # the death check above reports it
+                if message["kind"] == kind:
+                    got[rank] = message
+        return [got[r] for r in range(self.world_size)]
+
+    def _raise_if_start_died(self) -> None:
+        for rank, proc in enumerate(self._procs):
+            code = proc.poll()
+            if code is not None:
+                raise GroupStartError(
+                    f"worker rank {rank} ({self.placement.devices[rank]}) exited during start-up "
+                    f"with {_exit_text(code)}; its error is printed above in the console",
+                    rank=rank,
+                )
+
+    def stop(self) -> None:
+        """Stop every worker and free what the group holds. Safe to call twice."""
+        with self._lock:
+            self._teardown(kill=False)
+
+    def _teardown(self, *, kill: bool) -> None:
+        if not kill:
+            for conn in self._conns:
+                with contextlib.suppress(OSError, ValueError):
+                    conn.send_bytes(protocol.encode({"kind": "request", "job_id": 0, "op": "stop", "args": {}}))
+        deadline = time.monotonic() + (0 if kill else STOP_GRACE_S)
+        for proc in self._procs:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            if proc.stdin is not None:
+                with contextlib.suppress(OSError):
+                    proc.stdin.close()
+        for conn in self._conns:
+            conn.close()
+        self._procs, self._conns = [], []
+        if self._control_name is not None:
+            shm.unlink(self._control_name)
+            self._control_name = None
+        self._control = None
+        if self._workdir is not None:
+            shutil.rmtree(self._workdir, ignore_errors=True)
+            self._workdir = None
+        _LIVE_GROUPS.discard(self)
+
+    # ----- jobs ------------------------------------------------------------------------------
+    def run(
+        self,
+        op: str,
+        args: dict[str, Any] | None = None,
+        *,
+        on_progress: ProgressFn | None = None,
+        should_cancel: CancelFn | None = None,
+        timeout_s: float | None = None,
+    ) -> list[dict]:
+        """Run `op` on every rank; return each rank's result dict (index = rank).
+
+        Tensors in `args` are copied into shared memory; `protocol.OutputSlot`s are passed as they
+        are so workers write into them. Every segment name of the job is unlinked when it ends.
+        """
+        with self._lock:
+            if not self.is_alive:
+                raise WorkerDied("the worker group is not running; it is restarted on the next run")
+            job_id = next(self._job_ids)
+            names: list[str] = []
+            try:
+                wire_args = protocol.share_tensors(_slots_to_wire(args or {}, names), names)
+                request = protocol.encode({"kind": "request", "job_id": job_id, "op": op, "args": wire_args})
+                for rank, conn in enumerate(self._conns):
+                    try:
+                        conn.send_bytes(request)
+                    except OSError as exc:
+                        self._fail(WorkerDied(f"worker rank {rank} is gone ({exc})", rank=rank, job_id=job_id))
+                return self._collect(job_id, on_progress, should_cancel, timeout_s)
+            finally:
+                for name in names:
+                    shm.unlink(name)
+
+    def _collect(
+        self, job_id: int, on_progress: ProgressFn | None, should_cancel: CancelFn | None, timeout_s: float | None
+    ) -> list[dict]:
+        assert self._control is not None
+        started = time.monotonic()
+        results: dict[int, dict] = {}
+        failures: dict[int, dict] = {}
+        first_failure_at: float | None = None
+        cancel_sent = False
+        while len(results) + len(failures) < self.world_size:
+            pending = [r for r in range(self.world_size) if r not in results and r not in failures]
+            # Deaths are found by polling below, after draining the messages that arrived first.
+            for item in wait([self._conns[r] for r in pending], timeout=POLL_INTERVAL_S):
+                rank = self._conns.index(item)
+                try:
+                    message = protocol.decode(item.recv_bytes())
+                except (EOFError, OSError):
+                    continue
+                if message.get("job_id") != job_id:
+                    continue
+                kind = message["kind"]
+                if kind == "progress" and on_progress is not None:
+                    on_progress(int(message["step"]), int(message["total"]), message)
+                elif kind == "done":
+                    results[rank] = message["result"]
+                elif kind == "failed":
+                    failures[rank] = message
+                    first_failure_at = first_failure_at or time.monotonic()
+            now = time.monotonic()
+            for rank in pending:
+                if rank in results or rank in failures:
+                    continue
+                code = self._procs[rank].poll()
+                if code is not None:
+                    self._fail(
+                        WorkerDied(
+                            f"worker rank {rank} ({self.placement.devices[rank]}) died during the job with "
+                            f"{_exit_text(code)}. The worker group was stopped; the next run starts a fresh one.",
+                            rank=rank,
+                            job_id=job_id,
+                        )
+                    )
+                silent_s = now - self._control.last_beat(rank)
+                if silent_s > self.heartbeat_timeout_s:
+                    self._fail(
+                        WorkerHung(
+                            f"worker rank {rank} ({self.placement.devices[rank]}) stopped responding: no heartbeat "
+                            f"for {silent_s:.1f} s. The worker group was stopped; the next run starts a fresh one.",
+                            rank=rank,
+                            job_id=job_id,
+                        )
+                    )
+            if failures and first_failure_at is not None and now - first_failure_at > self.error_grace_s:
+                self._fail(_out_of_step(failures, job_id))
+            if not cancel_sent and should_cancel is not None and should_cancel():
+                self._control.request_cancel(job_id)
+                cancel_sent = True
+            if timeout_s is not None and now - started > timeout_s:
+                self._fail(WorkerHung(f"job {job_id} did not finish within {timeout_s:.0f} s", job_id=job_id))
+        if failures:
+            self._raise_failures(failures, job_id)
+        return [results[r] for r in range(self.world_size)]
+
+    def _raise_failures(self, failures: dict[int, dict], job_id: int) -> None:
+        kinds = {(f["error_type"], f["message"]) for f in failures.values()}
+        everyone = len(failures) == self.world_size
+        first = failures[min(failures)]
+        if everyone and len(kinds) == 1:
+            if first["error_type"] == "cancelled":
+                raise JobCancelled("cancelled; every worker stopped at a step boundary", job_id=job_id)
+            if first["error_type"] == "input":
+                raise JobInputError(first["message"], job_id=job_id, cause_type="input")
+            raise JobError(
+                f"the job failed on every worker: {first['error_type']}: {first['message']}",
+                job_id=job_id,
+                cause_type=first["error_type"],
+            )
+        self._fail(_out_of_step(failures, job_id))
+
+    def _fail(self, error: WorkerGroupError) -> None:
+        """Stop the whole group and raise `error` (fatal path)."""
+        self._teardown(kill=True)
+        raise error
+
+
+def _out_of_step(failures: dict[int, dict], job_id: int) -> GroupOutOfStep:
+    rank = min(failures)
+    f = failures[rank]
+    hint = ""
+    if "out of memory" in f["message"].lower() or f["error_type"] == "OutOfMemoryError":
+        hint = " Lower the resolution or frame count, use more GPUs, or free memory used by other programs."
+    return GroupOutOfStep(
+        f"worker rank {rank} failed: {f['error_type']}: {f['message']}.{hint} The other workers could not "
+        f"continue, so the worker group was stopped; the next run starts a fresh one.",
+        rank=rank,
+        job_id=job_id,
+    )
+
+
+def _slots_to_wire(value: Any, names: list[str]) -> Any:
+    if isinstance(value, protocol.OutputSlot):
+        names.append(value.spec.name)
+        return value.spec.to_wire()
+    if isinstance(value, dict):
+        return {k: _slots_to_wire(v, names) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(_slots_to_wire(v, names) for v in value)
+    return value
+
+
+def output_slot(shape: Sequence[int], dtype: torch.dtype) -> protocol.OutputSlot:
+    """Allocate a tensor in shared memory for workers to write a result into."""
+    spec, tensor = shm.create(tuple(shape), dtype)
+    return protocol.OutputSlot(spec=spec, tensor=tensor)
+
+
+def _accept(listener: Listener, count: int, out: queue.Queue[Connection]) -> None:
+    accepted = 0
+    while accepted < count:
+        try:
+            conn = listener.accept()
+        except (AuthenticationError, EOFError, ConnectionError):
+            continue  # a peer without the key, or one that hung up mid-handshake: keep listening
+        except OSError:
+            return  # the listener was closed
+        out.put(conn)
+        accepted += 1
+
+
+def _exit_text(code: int) -> str:
+    if code < 0:
+        import signal
+
+        try:
+            return f"signal {signal.Signals(-code).name}"
+        except ValueError:
+            return f"signal {-code}"
+    return f"exit code {code}"
+
+
+def _json_line(obj: dict) -> str:
+    import json
+
+    return json.dumps(obj) + "\n"
+
+
+@atexit.register
+def _stop_live_groups() -> None:
+    for group in list(_LIVE_GROUPS):
+        with contextlib.suppress(Exception):
+            group.stop()

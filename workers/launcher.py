@@ -1,0 +1,114 @@
+"""How worker processes are started: device list, backend choice, clean environment, command line."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from .entry import BOOTSTRAP
+
+PACK_ROOT = Path(__file__).resolve().parent.parent
+
+# Allocator settings a host application may carry (ComfyUI can select cudaMallocAsync): memory
+# from the async allocator cannot be shared over CUDA IPC and has broken NCCL in other packs.
+_DROPPED_ENV = ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF", "PYTORCH_HIP_ALLOC_CONF")
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where each rank runs. devices[r] is "cpu" or "cuda:<id>" with ids as this process sees them."""
+
+    devices: tuple[str, ...]
+
+    @property
+    def world_size(self) -> int:
+        return len(self.devices)
+
+    @property
+    def backend(self) -> str:
+        """NCCL when every rank has a GPU of its own; gloo otherwise (CPU, or ranks sharing a GPU)."""
+        cuda = [d for d in self.devices if d.startswith("cuda")]
+        if len(cuda) == len(self.devices) and len(set(cuda)) == len(cuda):
+            return "nccl"
+        return "gloo"
+
+    def threads_per_rank(self) -> int:
+        cpu_ranks = sum(1 for d in self.devices if d == "cpu")
+        return max(1, (os.cpu_count() or 1) // max(cpu_ranks, 1))
+
+
+def parse_devices(spec: str | Sequence[str | int], *, available_gpus: int | None = None) -> Placement:
+    """Turn a user's device choice into a Placement, or raise ValueError saying what to change.
+
+    Accepts "all" (every visible GPU, or one CPU rank without GPUs), "cpu" / "cpu:N" (N CPU ranks),
+    a count "N" (the first N GPUs), or a list such as "0,1,3" / "cuda:0,cuda:0" / ["cpu", "cpu"].
+    """
+    gpus = torch.cuda.device_count() if available_gpus is None else available_gpus
+    if isinstance(spec, str):
+        text = spec.strip().lower()
+        if text in ("", "all"):
+            return Placement(tuple(f"cuda:{i}" for i in range(gpus)) if gpus else ("cpu",))
+        if text == "cpu" or text.startswith("cpu:"):
+            count = _positive_int(text.partition(":")[2] or "1", "CPU rank count")
+            return Placement(("cpu",) * count)
+        if text.isdigit():
+            count = _positive_int(text, "GPU count")
+            if count > gpus:
+                raise ValueError(
+                    f"{count} GPUs were asked for but {gpus} {'is' if gpus == 1 else 'are'} visible. "
+                    f"Choose at most {gpus}, or 'all'."
+                )
+            return Placement(tuple(f"cuda:{i}" for i in range(count)))
+        items: Sequence[str | int] = [t for t in text.replace(" ", "").split(",") if t]
+    else:
+        items = list(spec)
+    if not items:
+        raise ValueError("the device list is empty; use 'all', a GPU count, or ids like '0,1'")
+    devices = tuple(_one_device(item, gpus) for item in items)
+    return Placement(devices)
+
+
+def _positive_int(text: str, what: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise ValueError(f"{what} must be a whole number, got {text!r}") from None
+    if value < 1:
+        raise ValueError(f"{what} must be at least 1, got {value}")
+    return value
+
+
+def _one_device(item: str | int, gpus: int) -> str:
+    text = str(item).strip().lower()
+    if text == "cpu":
+        return "cpu"
+    index_text = text.removeprefix("cuda:")
+    if not index_text.isdigit():
+        raise ValueError(f"{item!r} is not a device; use GPU ids like 0 or cuda:0, or cpu")
+    index = int(index_text)
+    if index >= gpus:
+        visible = f"ids 0..{gpus - 1}" if gpus else "none"
+        raise ValueError(f"GPU {index} does not exist: {gpus} GPUs are visible ({visible}). Pick ids from that range.")
+    return f"cuda:{index}"
+
+
+def worker_env(placement: Placement, extra: dict[str, str] | None = None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in _DROPPED_ENV}
+    # Rendezvous and collectives stay on loopback: nothing listens on a network interface.
+    env["GLOO_SOCKET_IFNAME"] = "lo"
+    env["NCCL_SOCKET_IFNAME"] = "lo"
+    env["MASTER_ADDR"] = "127.0.0.1"
+    env["OMP_NUM_THREADS"] = str(placement.threads_per_rank())
+    env["PYTHONUNBUFFERED"] = "1"
+    if extra:
+        env.update(extra)
+    return env
+
+
+def worker_command() -> list[str]:
+    return [sys.executable, "-c", BOOTSTRAP, str(PACK_ROOT)]

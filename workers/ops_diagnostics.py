@@ -1,0 +1,71 @@
+"""Commands for health checks, tests and fault drills. Cheap, and harmless on a production group."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import torch
+
+from .ops import InputRejected, op
+
+
+@op("ping")
+def ping(job, args: dict) -> dict:
+    return {"rank": job.rank, "pid": os.getpid(), "echo": args.get("echo")}
+
+
+@op("fill_pattern")
+def fill_pattern(job, args: dict) -> dict:
+    """Rank `writer` fills the output slot with a pattern derived from `seed` (integer-valued)."""
+    out: torch.Tensor = args["out"]
+    if job.rank == int(args.get("writer", 0)):
+        flat = out.view(-1)
+        g = torch.Generator().manual_seed(int(args["seed"]))
+        chunk = 1 << 24
+        for start in range(0, flat.numel(), chunk):
+            n = min(chunk, flat.numel() - start)
+            flat[start : start + n] = torch.randint(-1000, 1000, (n,), generator=g).to(out.dtype)
+    return {"numel": out.numel()}
+
+
+@op("sum_input")
+def sum_input(job, args: dict) -> dict:
+    """Each rank sums the shared input tensor: proves every rank sees the same bytes."""
+    x: torch.Tensor = args["x"]
+    return {"sum": float(x.double().sum().item()), "shape": list(x.shape)}
+
+
+@op("steps")
+def steps(job, args: dict) -> dict:
+    """Run `n` fake steps of `step_s` seconds with progress and collective cancel checks."""
+    n, step_s = int(args["n"]), float(args.get("step_s", 0.01))
+    for i in range(n):
+        job.check_cancel()
+        time.sleep(step_s)
+        job.progress(i + 1, n)
+    return {"steps": n}
+
+
+@op("fault")
+def fault(job, args: dict) -> dict:
+    """Fault drills for tests: `kind` in raise_all, raise_one, exit_one, stop_one, oom_one, reject."""
+    kind, victim = str(args["kind"]), int(args.get("rank", 0))
+    if kind == "reject":
+        raise InputRejected("rejected on purpose")
+    if kind == "raise_all":
+        raise RuntimeError("raised on purpose on every rank")
+    if job.rank != victim:
+        # The other ranks wait in a collective, as they would mid-step.
+        job.check_cancel()
+        return {}
+    if kind == "raise_one":
+        raise RuntimeError(f"raised on purpose on rank {victim}")
+    if kind == "oom_one":
+        raise torch.OutOfMemoryError(f"simulated out of memory on rank {victim}")
+    if kind == "exit_one":
+        os._exit(3)
+    if kind == "stop_one":
+        os.kill(os.getpid(), signal.SIGSTOP)
+    raise InputRejected(f"unknown fault kind {kind!r}")

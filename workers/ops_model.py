@@ -1,0 +1,1 @@
+"""Model loading commands (filled in by the loader work)."""

@@ -1,0 +1,158 @@
+"""The per-rank runtime: process groups, the command loop, and what a job handler can use.
+
+Every rank runs the same commands in the same order (SPMD lockstep). A handler that rejects its
+input must do so before its first collective and identically on every rank (raise `InputRejected`);
+cancel is agreed by all ranks at a step boundary (`JobContext.check_cancel`).
+"""
+
+from __future__ import annotations
+
+import os
+import traceback
+from dataclasses import dataclass, field
+from datetime import timedelta
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from . import protocol
+from .ops import OPS, Cancelled, InputRejected, load_all
+
+
+@dataclass
+class JobContext:
+    """Handed to every op handler for one job."""
+
+    job_id: int
+    runtime: Runtime
+
+    @property
+    def rank(self) -> int:
+        return self.runtime.rank
+
+    @property
+    def world_size(self) -> int:
+        return self.runtime.world_size
+
+    def progress(self, step: int, total: int, **extra: Any) -> None:
+        """Report progress (rank 0 only sends; other ranks' calls are no-ops)."""
+        if self.runtime.rank == 0:
+            self.runtime.send({"kind": "progress", "job_id": self.job_id, "rank": 0, "step": step, "total": total, **extra})
+
+    def check_cancel(self) -> None:
+        """Collective: raise Cancelled on every rank if a cancel was requested on any rank's view."""
+        flag = torch.tensor([1 if self.runtime.control.is_cancel_requested(self.job_id) else 0], dtype=torch.int32)
+        if self.runtime.world_size > 1:
+            dist.all_reduce(flag, op=dist.ReduceOp.MAX, group=self.runtime.control_group)
+        if int(flag.item()):
+            raise Cancelled(f"job {self.job_id} cancelled")
+
+
+@dataclass
+class Runtime:
+    rank: int
+    world_size: int
+    device: torch.device
+    backend: str
+    conn: Connection
+    control: protocol.ControlBlock
+    workdir: Path
+    owner_pid: int
+    control_group: dist.ProcessGroup | None = None
+    state: dict[str, Any] = field(default_factory=dict)  # loaded models etc., owned by ops
+
+    @staticmethod
+    def from_boot(boot: dict, conn: Connection, control: protocol.ControlBlock, workdir: Path) -> Runtime:
+        device = torch.device(boot["device"])
+        if device.type == "cuda":
+            torch.cuda.set_device(device)
+        threads = int(boot.get("threads", 0))
+        if threads > 0:
+            torch.set_num_threads(threads)
+        rt = Runtime(
+            rank=int(boot["rank"]),
+            world_size=int(boot["world_size"]),
+            device=device,
+            backend=boot["backend"],
+            conn=conn,
+            control=control,
+            workdir=workdir,
+            owner_pid=int(boot["owner_pid"]),
+        )
+        load_all()
+        rt._init_process_group(boot["store_path"])
+        rt.send({"kind": "ready", "rank": rt.rank, "backend": rt.backend, "info": rt.describe()})
+        return rt
+
+    def _init_process_group(self, store_path: str) -> None:
+        if self.world_size == 1:
+            return
+        store = dist.FileStore(store_path, self.world_size)
+        kwargs: dict[str, Any] = {}
+        if self.backend == "nccl":
+            kwargs["device_id"] = self.device
+        dist.init_process_group(
+            self.backend, store=store, rank=self.rank, world_size=self.world_size, timeout=timedelta(minutes=30), **kwargs
+        )
+        # Control collectives (cancel agreement) stay on the CPU whatever the data backend is.
+        self.control_group = dist.new_group(backend="gloo") if self.backend != "gloo" else dist.group.WORLD
+
+    def describe(self) -> dict:
+        info = {"pid": os.getpid(), "device": str(self.device), "torch": str(torch.__version__), "threads": torch.get_num_threads()}
+        if self.device.type == "cuda":
+            props = torch.cuda.get_device_properties(self.device)
+            info["gpu"] = props.name
+            info["gpu_memory_bytes"] = int(props.total_memory)
+        return info
+
+    def send(self, message: dict) -> None:
+        self.conn.send_bytes(protocol.encode(message))
+
+    def serve(self) -> None:
+        """Run commands until "stop" or until the client goes away."""
+        while True:
+            try:
+                message = protocol.decode(self.conn.recv_bytes())
+            except (EOFError, OSError):
+                return
+            if message.get("kind") != "request":
+                continue
+            job_id, op = int(message["job_id"]), str(message["op"])
+            if op == "stop":
+                self.send({"kind": "done", "job_id": job_id, "rank": self.rank, "result": {}})
+                return
+            self._run_job(job_id, op, message.get("args") or {})
+
+    def _run_job(self, job_id: int, op: str, args: dict) -> None:
+        job = JobContext(job_id=job_id, runtime=self)
+        try:
+            handler = OPS.get(op)
+            if handler is None:
+                raise InputRejected(f"unknown command {op!r}; this worker knows {sorted(OPS)}")
+            result = handler(job, protocol.attach_tensors(args))
+            self.send({"kind": "done", "job_id": job_id, "rank": self.rank, "result": result or {}})
+        except Cancelled as exc:
+            self._send_failure(job_id, exc, error_type="cancelled", recoverable=True)
+        except InputRejected as exc:
+            self._send_failure(job_id, exc, error_type="input", recoverable=True)
+        except Exception as exc:  # reported, then the client decides whether the group survives
+            self._send_failure(job_id, exc, error_type=type(exc).__name__, recoverable=False)
+        finally:
+            if self.device.type == "cuda":
+                torch.cuda.empty_cache()
+
+    def _send_failure(self, job_id: int, exc: BaseException, *, error_type: str, recoverable: bool) -> None:
+        self.send(
+            {
+                "kind": "failed",
+                "job_id": job_id,
+                "rank": self.rank,
+                "error_type": error_type,
+                "message": str(exc),
+                "recoverable": recoverable,
+                "traceback": "".join(traceback.format_exception(exc)),
+            }
+        )

@@ -1,0 +1,1 @@
+"""Parallel strategies that run inside each worker rank."""
