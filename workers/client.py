@@ -140,7 +140,9 @@ class WorkerGroup:
             self._raise_if_start_died()
             if time.monotonic() > deadline:
                 missing = sorted(set(range(self.world_size)) - set(by_rank))
-                raise GroupStartError(f"workers {missing} did not connect within {timeout_s:.0f} s", rank=missing[0])
+                raise GroupStartError(
+                    f"workers {missing} did not connect within {timeout_s:.0f} s", rank=missing[0]
+                )
             try:
                 conn = accepted.get(timeout=POLL_INTERVAL_S)
             except queue.Empty:
@@ -158,7 +160,9 @@ class WorkerGroup:
             self._raise_if_start_died()
             if time.monotonic() > deadline:
                 missing = sorted(set(range(self.world_size)) - set(got))
-                raise GroupStartError(f"workers {missing} were not {kind} within {timeout_s:.0f} s", rank=missing[0])
+                raise GroupStartError(
+                    f"workers {missing} were not {kind} within {timeout_s:.0f} s", rank=missing[0]
+                )
             for conn in wait([c for r, c in enumerate(self._conns) if r not in got], timeout=POLL_INTERVAL_S):
                 rank = self._conns.index(conn)
                 try:
@@ -188,7 +192,9 @@ class WorkerGroup:
         if not kill:
             for conn in self._conns:
                 with contextlib.suppress(OSError, ValueError):
-                    conn.send_bytes(protocol.encode({"kind": "request", "job_id": 0, "op": "stop", "args": {}}))
+                    conn.send_bytes(
+                        protocol.encode({"kind": "request", "job_id": 0, "op": "stop", "args": {}})
+                    )
         deadline = time.monotonic() + (0 if kill else STOP_GRACE_S)
         for proc in self._procs:
             with contextlib.suppress(subprocess.TimeoutExpired):
@@ -238,14 +244,20 @@ class WorkerGroup:
                     try:
                         conn.send_bytes(request)
                     except OSError as exc:
-                        self._fail(WorkerDied(f"worker rank {rank} is gone ({exc})", rank=rank, job_id=job_id))
+                        self._fail(
+                            WorkerDied(f"worker rank {rank} is gone ({exc})", rank=rank, job_id=job_id)
+                        )
                 return self._collect(job_id, on_progress, should_cancel, timeout_s)
             finally:
                 for name in names:
                     shm.unlink(name)
 
     def _collect(
-        self, job_id: int, on_progress: ProgressFn | None, should_cancel: CancelFn | None, timeout_s: float | None
+        self,
+        job_id: int,
+        on_progress: ProgressFn | None,
+        should_cancel: CancelFn | None,
+        timeout_s: float | None,
     ) -> list[dict]:
         assert self._control is not None
         started = time.monotonic()

@@ -55,7 +55,9 @@ def main() -> None:
     threading.Thread(target=_heartbeat, args=(control, rank), daemon=True).start()
 
     conn = Client(boot["address"], family="AF_UNIX", authkey=bytes.fromhex(boot["authkey"]))
-    conn.send_bytes(protocol.encode({"kind": "hello", "rank": rank, "pid": os.getpid(), "device": boot["device"]}))
+    conn.send_bytes(
+        protocol.encode({"kind": "hello", "rank": rank, "pid": os.getpid(), "device": boot["device"]})
+    )
 
     from .runtime import Runtime  # heavy imports (torch.distributed) after the hello
 

@@ -93,7 +93,9 @@ def _one_device(item: str | int, gpus: int) -> str:
     index = int(index_text)
     if index >= gpus:
         visible = f"ids 0..{gpus - 1}" if gpus else "none"
-        raise ValueError(f"GPU {index} does not exist: {gpus} GPUs are visible ({visible}). Pick ids from that range.")
+        raise ValueError(
+            f"GPU {index} does not exist: {gpus} GPUs are visible ({visible}). Pick ids from that range."
+        )
     return f"cuda:{index}"
 
 

@@ -13,7 +13,7 @@ from typing import Any
 Handler = Callable[[Any, dict], "dict | None"]
 OPS: dict[str, Handler] = {}
 
-_HANDLER_MODULES = ("ops_diagnostics", "ops_model")
+_HANDLER_MODULES = ("ops_diagnostics", "ops_model", "ops_sampling")
 
 
 class InputRejected(ValueError):

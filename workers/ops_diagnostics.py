@@ -16,17 +16,22 @@ def ping(job, args: dict) -> dict:
     return {"rank": job.rank, "pid": os.getpid(), "echo": args.get("echo")}
 
 
+def pattern(start: int, count: int, seed: int) -> torch.Tensor:
+    """Integer pattern p[i] = (i * 2654435761 + seed) mod 2**31 for i in [start, start + count), int64."""
+    i = torch.arange(start, start + count, dtype=torch.int64)
+    return (i * 2654435761 + seed) % (1 << 31)
+
+
 @op("fill_pattern")
 def fill_pattern(job, args: dict) -> dict:
-    """Rank `writer` fills the output slot with a pattern derived from `seed` (integer-valued)."""
+    """Rank `writer` fills the output slot with `pattern` (cast to its dtype)."""
     out: torch.Tensor = args["out"]
     if job.rank == int(args.get("writer", 0)):
         flat = out.view(-1)
-        g = torch.Generator().manual_seed(int(args["seed"]))
         chunk = 1 << 24
         for start in range(0, flat.numel(), chunk):
             n = min(chunk, flat.numel() - start)
-            flat[start : start + n] = torch.randint(-1000, 1000, (n,), generator=g).to(out.dtype)
+            flat[start : start + n] = pattern(start, n, int(args["seed"])).to(out.dtype)
     return {"numel": out.numel()}
 
 

@@ -1,1 +1,90 @@
-"""Model loading commands (filled in by the loader work)."""
+"""Loading and unloading the checkpoint in every rank."""
+
+from __future__ import annotations
+
+import gc
+from pathlib import Path
+
+import torch
+
+from ..kernels import make_head_exchange
+from .engine import DTYPES, LoadedModel
+from .model_forward import ForwardMode
+from .ops import InputRejected, op
+
+
+def _exchange(job):
+    rt = job.runtime
+    if "exchange" not in rt.state:
+        # Collective: every rank builds it in the same command.
+        rt.state["exchange"] = make_head_exchange(None, rt.device) if rt.world_size > 1 else _SingleRank()
+    return rt.state["exchange"]
+
+
+class _SingleRank:
+    name, rank, world_size = "none", 0, 1
+
+
+@op("load_model")
+def load_model(job, args: dict) -> dict:
+    """Load `checkpoint` in `dtype` on every rank (skipped when the same file and dtype are loaded)."""
+    path = Path(str(args["checkpoint"]))
+    dtype_name = str(args.get("dtype", "bfloat16"))
+    if dtype_name not in DTYPES:
+        raise InputRejected(
+            f"weight dtype {dtype_name!r} is not supported; choose one of {', '.join(DTYPES)}"
+        )
+    if not path.is_file():
+        raise InputRejected(f"checkpoint {path} does not exist on this machine")
+    dtype = DTYPES[dtype_name]
+    try:
+        mode = ForwardMode(str(args.get("mode", ForwardMode.COMFYUI.value)))
+    except ValueError:
+        raise InputRejected(
+            f"forward mode {args.get('mode')!r} is not one of {[m.value for m in ForwardMode]}"
+        ) from None
+    rt = job.runtime
+    current: LoadedModel | None = rt.state.get("model")
+    if current is not None and current.path == path and current.dtype == dtype and current.mode == mode:
+        return {"reused": True, **_summary(current)}
+    rt.state.pop("model", None)
+    _release(rt.device)
+    exchange = _exchange(job)
+    parts = ["transformer", "text connectors"]
+    job.progress(0, len(parts))
+    try:
+        model = LoadedModel.load(
+            path,
+            rt.device,
+            dtype,
+            exchange,
+            mode,
+            on_part=lambda p: job.progress(parts.index(p) + 1, len(parts)),
+        )
+    except ValueError as exc:
+        raise InputRejected(str(exc)) from exc
+    rt.state["model"] = model
+    return {"reused": False, **_summary(model)}
+
+
+@op("unload_model")
+def unload_model(job, args: dict) -> dict:
+    job.runtime.state.pop("model", None)
+    _release(job.runtime.device)
+    return {}
+
+
+def _summary(model: LoadedModel) -> dict:
+    d = model.description
+    return {
+        "num_layers": d.num_layers,
+        "video_heads": d.video_num_heads,
+        "audio_heads": d.audio_num_heads,
+        "caption_channels": d.caption_channels,
+    }
+
+
+def _release(device: torch.device) -> None:
+    gc.collect()
+    if device.type == "cuda":
+        torch.cuda.empty_cache()

@@ -40,11 +40,15 @@ class JobContext:
     def progress(self, step: int, total: int, **extra: Any) -> None:
         """Report progress (rank 0 only sends; other ranks' calls are no-ops)."""
         if self.runtime.rank == 0:
-            self.runtime.send({"kind": "progress", "job_id": self.job_id, "rank": 0, "step": step, "total": total, **extra})
+            self.runtime.send(
+                {"kind": "progress", "job_id": self.job_id, "rank": 0, "step": step, "total": total, **extra}
+            )
 
     def check_cancel(self) -> None:
         """Collective: raise Cancelled on every rank if a cancel was requested on any rank's view."""
-        flag = torch.tensor([1 if self.runtime.control.is_cancel_requested(self.job_id) else 0], dtype=torch.int32)
+        flag = torch.tensor(
+            [1 if self.runtime.control.is_cancel_requested(self.job_id) else 0], dtype=torch.int32
+        )
         if self.runtime.world_size > 1:
             dist.all_reduce(flag, op=dist.ReduceOp.MAX, group=self.runtime.control_group)
         if int(flag.item()):
@@ -95,13 +99,23 @@ class Runtime:
         if self.backend == "nccl":
             kwargs["device_id"] = self.device
         dist.init_process_group(
-            self.backend, store=store, rank=self.rank, world_size=self.world_size, timeout=timedelta(minutes=30), **kwargs
+            self.backend,
+            store=store,
+            rank=self.rank,
+            world_size=self.world_size,
+            timeout=timedelta(minutes=30),
+            **kwargs,
         )
         # Control collectives (cancel agreement) stay on the CPU whatever the data backend is.
         self.control_group = dist.new_group(backend="gloo") if self.backend != "gloo" else dist.group.WORLD
 
     def describe(self) -> dict:
-        info = {"pid": os.getpid(), "device": str(self.device), "torch": str(torch.__version__), "threads": torch.get_num_threads()}
+        info = {
+            "pid": os.getpid(),
+            "device": str(self.device),
+            "torch": str(torch.__version__),
+            "threads": torch.get_num_threads(),
+        }
         if self.device.type == "cuda":
             props = torch.cuda.get_device_properties(self.device)
             info["gpu"] = props.name

@@ -94,9 +94,13 @@ def _as_tensor(buf: mmap.mmap, shape: tuple[int, ...], dtype: torch.dtype) -> to
     return flat[:nbytes].view(dtype).view(shape)
 
 
-def create(shape: tuple[int, ...] | torch.Size, dtype: torch.dtype, name: str | None = None) -> tuple[TensorSpec, torch.Tensor]:
+def create(
+    shape: tuple[int, ...] | torch.Size, dtype: torch.dtype, name: str | None = None
+) -> tuple[TensorSpec, torch.Tensor]:
     """Create a segment (mode 0600) and map it as a tensor. The caller owns the name: call `unlink`."""
-    spec = TensorSpec(name=name or new_segment_name(), shape=tuple(int(s) for s in shape), dtype=dtype_name(dtype))
+    spec = TensorSpec(
+        name=name or new_segment_name(), shape=tuple(int(s) for s in shape), dtype=dtype_name(dtype)
+    )
     fd = os.open(_path(spec.name), os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600)
     try:
         os.ftruncate(fd, max(spec.nbytes, 1))

@@ -1,0 +1,112 @@
+"""The only place that touches ComfyUI's modules, always lazily, so the pack imports without ComfyUI.
+
+Outside ComfyUI (tests, the CLI) every function degrades to something sensible: no progress bar,
+never interrupted, model folders unknown.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+
+def _module(name: str) -> ModuleType | None:
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        return None
+
+
+def in_comfyui() -> bool:
+    return "comfy.model_management" in sys.modules
+
+
+def filename_list(folder: str) -> list[str]:
+    folder_paths = _module("folder_paths") if in_comfyui() else None
+    if folder_paths is None:
+        return []
+    try:
+        return list(folder_paths.get_filename_list(folder))
+    except KeyError:
+        return []  # folder kind unknown to this ComfyUI version
+
+
+def full_path(folders: tuple[str, ...], name: str) -> Path:
+    """Resolve a model file name the way ComfyUI's loaders do; refuse names that escape the folders."""
+    folder_paths = _module("folder_paths") if in_comfyui() else None
+    candidate = Path(name)
+    if folder_paths is None:
+        if candidate.is_file():
+            return candidate.resolve()
+        raise ValueError(f"model file {name!r} not found (outside ComfyUI, give a path to an existing file)")
+    if candidate.is_absolute() or ".." in candidate.parts:
+        raise ValueError(
+            f"model name {name!r} points outside ComfyUI's model folders; pick a file from the list "
+            f"(folders: {', '.join(folders)})"
+        )
+    for folder in folders:
+        found = folder_paths.get_full_path(folder, name)
+        if found:
+            return Path(found)
+    raise ValueError(
+        f"{name!r} is not in ComfyUI's {' or '.join(folders)} folders; put the file there or pick another"
+    )
+
+
+class Progress:
+    """ComfyUI progress bar for one node, or nothing outside ComfyUI."""
+
+    def __init__(self, total: int, node_id: str | None) -> None:
+        utils = _module("comfy.utils") if in_comfyui() else None
+        self._bar = utils.ProgressBar(total, node_id=node_id) if utils is not None else None
+
+    def update(self, step: int, total: int, *_: Any) -> None:
+        if self._bar is not None:
+            self._bar.update_absolute(step, total)
+
+
+def interrupt_requested() -> bool:
+    mm = sys.modules.get("comfy.model_management")
+    return bool(mm is not None and mm.processing_interrupted())
+
+
+def raise_interrupted() -> None:
+    """Raise ComfyUI's own interrupt exception (so the UI shows 'interrupted', not an error)."""
+    mm = sys.modules.get("comfy.model_management")
+    if mm is not None:
+        mm.throw_exception_if_processing_interrupted()
+        raise mm.InterruptProcessingException()
+    raise KeyboardInterrupt("cancelled")
+
+
+def nested_tensor(tensors: list) -> Any:
+    """comfy.nested_tensor.NestedTensor of the streams (audio+video LATENT samples)."""
+    module = _module("comfy.nested_tensor")
+    if module is None:
+        raise RuntimeError("audio+video latents need ComfyUI's comfy.nested_tensor")
+    return module.NestedTensor(tensors)
+
+
+def install_unload_hook(on_unload: Callable[[], None]) -> bool:
+    """Stop our workers when ComfyUI unloads all models ("Unload Models" posts /free).
+
+    ComfyUI has no hook for this; wrap comfy.model_management.unload_all_models once.
+    """
+    mm = sys.modules.get("comfy.model_management")
+    if mm is None or getattr(mm.unload_all_models, "_ltx2_mgpu_hooked", False):
+        return False
+    original = mm.unload_all_models
+
+    def unload_all_models(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return original(*args, **kwargs)
+        finally:
+            on_unload()
+
+    unload_all_models._ltx2_mgpu_hooked = True  # type: ignore[attr-defined]
+    mm.unload_all_models = unload_all_models
+    return True

@@ -1,0 +1,82 @@
+"""MGPU Loader: pick a checkpoint, the GPUs and the weight dtype; start the group and load the model."""
+
+from __future__ import annotations
+
+from ..workers.checkpoint import read_safetensors_header
+from ..workers.config import DEFAULT_MAX_VIDEO_TOKENS
+from ..workers.engine import DTYPES
+from ..workers.launcher import parse_devices
+from ..workers.manager import MGPUModel, get_manager
+from . import comfy
+
+CATEGORY = "LTX-2 MultiGPU"
+MODEL_FOLDERS = ("checkpoints", "diffusion_models")
+
+
+class LTX2MGPULoader:
+    DESCRIPTION = (
+        "Starts one worker process per GPU (or reuses the running ones) and loads the LTX-2 checkpoint in each. "
+        "Connect its MGPU_MODEL to the SP Sampler, TDP Upscaler and Distributed VAE Decode."
+    )
+    CATEGORY = CATEGORY
+    RETURN_TYPES = ("MGPU_MODEL",)
+    RETURN_NAMES = ("mgpu_model",)
+    FUNCTION = "load"
+
+    @classmethod
+    def INPUT_TYPES(cls) -> dict:
+        names = sorted({n for folder in MODEL_FOLDERS for n in comfy.filename_list(folder)})
+        return {
+            "required": {
+                "ckpt_name": (
+                    names,
+                    {"tooltip": "The LTX-2 checkpoint (ComfyUI's checkpoints or diffusion_models folder)."},
+                ),
+                "gpus": (
+                    "STRING",
+                    {
+                        "default": "all",
+                        "tooltip": "Which GPUs run workers: 'all', a count such as '2', or ids such as '0,1,3'. "
+                        "Saved workflows keep 'all' or the count, so they run on machines with other GPU counts.",
+                    },
+                ),
+                "weight_dtype": (
+                    list(DTYPES),
+                    {"default": "bfloat16", "tooltip": "Dtype of the weights in every worker."},
+                ),
+            },
+            "optional": {
+                "max_video_tokens": (
+                    "INT",
+                    {
+                        "default": DEFAULT_MAX_VIDEO_TOKENS,
+                        "min": 256,
+                        "max": 262144,
+                        "step": 256,
+                        "tooltip": "Refuse latents with more video tokens than this (frames/8 x height/32 x width/32).",
+                    },
+                ),
+            },
+            "hidden": {"unique_id": "UNIQUE_ID"},
+        }
+
+    def load(
+        self,
+        ckpt_name: str,
+        gpus: str,
+        weight_dtype: str,
+        max_video_tokens: int = DEFAULT_MAX_VIDEO_TOKENS,
+        unique_id=None,
+    ):
+        path = comfy.full_path(MODEL_FOLDERS, ckpt_name)
+        read_safetensors_header(path)  # refuses non-safetensors files before any worker starts
+        placement = parse_devices(gpus)
+        model = MGPUModel(
+            checkpoint=str(path),
+            dtype=weight_dtype,
+            devices=placement.devices,
+            max_video_tokens=max_video_tokens,
+        )
+        progress = comfy.Progress(2, unique_id)
+        get_manager().acquire(model, on_progress=progress.update, should_cancel=comfy.interrupt_requested)
+        return (model,)

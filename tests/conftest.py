@@ -1,0 +1,104 @@
+"""Shared fixtures: the embedded tiny model, worker groups that clean up after themselves, and the
+leak checks every group test ends with (nothing left in /dev/shm, no worker process left)."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+import torch
+
+from ltx2_mgpu.workers import shm
+from ltx2_mgpu.workers.client import WorkerGroup
+from ltx2_mgpu.workers.launcher import parse_devices
+from ltx2_mgpu.workers.manager import get_manager
+
+
+def pytest_collection_modifyitems(config, items):
+    has_gpu = torch.cuda.is_available()
+    gpus = torch.cuda.device_count()
+    comfy = os.environ.get("COMFYUI_PATH")
+    for item in items:
+        if "gpu" in item.keywords and not has_gpu:
+            item.add_marker(pytest.mark.skip(reason="needs a CUDA GPU"))
+        if "multigpu" in item.keywords and gpus < 2:
+            item.add_marker(pytest.mark.skip(reason="needs at least 2 GPUs"))
+        if "comfyui" in item.keywords and not comfy:
+            item.add_marker(pytest.mark.skip(reason="set COMFYUI_PATH to a ComfyUI checkout to run"))
+
+
+@pytest.fixture(scope="session")
+def tiny(tmp_path_factory):
+    """The embedded tiny LTX-2 (checkpoint + spatial upscaler), made once per test session."""
+    from ltx2_mgpu.workers.tiny_model import make_tiny
+
+    return make_tiny(tmp_path_factory.mktemp("tiny"))
+
+
+def worker_children() -> list[psutil.Process]:
+    """Live worker processes started by this test process (zombies excluded)."""
+    out = []
+    for child in psutil.Process().children(recursive=True):
+        try:
+            if child.status() != psutil.STATUS_ZOMBIE and "ltx2_mgpu.workers.entry" in " ".join(
+                child.cmdline()
+            ):
+                out.append(child)
+        except psutil.NoSuchProcess:
+            continue
+    return out
+
+
+def assert_no_leaks(timeout_s: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and (worker_children() or shm.list_segments(os.getpid())):
+        time.sleep(0.1)
+    assert worker_children() == [], "worker processes were left behind"
+    assert shm.list_segments(os.getpid()) == [], "shared-memory segments were left in /dev/shm"
+
+
+@pytest.fixture
+def make_group() -> Iterator[Callable[..., WorkerGroup]]:
+    """Start groups on demand; every one is stopped at the end and leaks are checked."""
+    groups: list[WorkerGroup] = []
+
+    def start(devices: str = "cpu:2", **settings: float) -> WorkerGroup:
+        group = WorkerGroup(parse_devices(devices))
+        for name, value in settings.items():
+            setattr(group, name, value)
+        groups.append(group.start())
+        return group
+
+    yield start
+    for group in groups:
+        group.stop()
+    assert_no_leaks()
+
+
+@pytest.fixture
+def manager() -> Iterator:
+    """The process-wide group manager, unloaded (group stopped) after the test."""
+    m = get_manager()
+    yield m
+    m.unload()
+    assert_no_leaks()
+
+
+def tiny_conditioning(tokens: int, width: int, seed: int, frame_rate: float = 25.0) -> list:
+    """CONDITIONING in the form ComfyUI's LTX-2 text encoding gives (unprocessed features)."""
+    g = torch.Generator().manual_seed(seed)
+    return [
+        [
+            torch.randn(1, tokens, width, generator=g),
+            {"unprocessed_ltxav_embeds": True, "frame_rate": frame_rate},
+        ]
+    ]
+
+
+@pytest.fixture
+def tiny_path(tiny) -> Path:
+    return tiny.checkpoint

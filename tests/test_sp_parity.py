@@ -1,0 +1,232 @@
+"""Sequence parallelism: the same numbers as one process, whatever the number of ranks.
+
+Tolerance (issue): max abs error at most 1e-5 of the output's largest magnitude, fp32 on CPU.
+"""
+
+from __future__ import annotations
+
+import sys
+import types
+
+import pytest
+import torch
+
+from conftest import tiny_conditioning
+from ltx2_mgpu.nodes.sp_sampler import LTX2SPSampler
+from ltx2_mgpu.workers.client import output_slot
+from ltx2_mgpu.workers.manager import MGPUModel
+from ltx2_mgpu.workers.model_forward import ForwardMode
+from sp_reference import load_in_process, relative_error, sample_in_process
+
+TOLERANCE = 1e-5
+CAPTION = 64  # the tiny model's caption channels
+
+
+def latent_inputs(shape, seed=0, audio_frames=7, with_audio=True, with_mask=False):
+    g = torch.Generator().manual_seed(seed)
+    video = torch.randn(shape, generator=g)
+    audio = torch.randn(shape[0], 8, audio_frames, 16, generator=g) if with_audio else None
+    mask = None
+    if with_mask:  # image-to-video: first latent frame kept (strength 1), others denoised
+        mask = torch.ones(shape[0], 1, shape[2], 1, 1)
+        mask[:, :, 0] = 0.0
+    return video, audio, mask
+
+
+def forward_args(video, audio, mask, positive, sigma=0.7):
+    return {
+        "video": video,
+        "audio": audio,
+        "video_mask": mask,
+        "sigma": sigma,
+        "positive": {"tensor": positive[0][0], "unprocessed": True},
+        "negative": None,
+        "frame_rate": 24.0,
+    }
+
+
+# Divisible by 2, 3 and 4 (2*3*4 = 24 tokens) and by none of 2 and 4 (3*3*3 = 27 tokens).
+SHAPES = [(1, 128, 2, 3, 4), (1, 128, 3, 3, 3)]
+
+
+@pytest.mark.parametrize("ranks", [1, 2, 3, 4])
+@pytest.mark.parametrize("mode", [ForwardMode.COMFYUI, ForwardMode.REFERENCE])
+def test_transformer_forward_matches_single_process(manager, tiny_path, ranks, mode):
+    reference = load_in_process(tiny_path, mode)
+    model = MGPUModel.create(tiny_path, devices=f"cpu:{ranks}", dtype="float32", mode=mode.value)
+    positive = tiny_conditioning(9, CAPTION, seed=3)
+    from sp_reference import denoiser
+
+    worst = 0.0
+    for shape in SHAPES:
+        for with_audio in (False, True):
+            for with_mask in (False, True):
+                video, audio, mask = latent_inputs(shape, with_audio=with_audio, with_mask=with_mask)
+                out_v = output_slot((1, video[0, 0].numel(), 128), torch.float32)
+                out_a = None if audio is None else output_slot((1, audio.shape[2], 128), torch.float32)
+                args = {**forward_args(video, audio, mask, positive), "out_video": out_v, "out_audio": out_a}
+                result = manager.run(model, "forward", args)
+                assert result[0]["exchange"] == ("none" if ranks == 1 else "torch.distributed")
+                den = denoiser(reference, video, audio, positive, None, 1.0, 1.0, frame_rate=24.0)
+                xs = [video] + ([] if audio is None else [audio])
+                with torch.inference_mode():
+                    (_, ref_v), ref_a = den.velocity(xs, 0.7, [mask] + [None] * (len(xs) - 1))
+                err_v = relative_error(out_v.tensor, ref_v)
+                assert err_v <= TOLERANCE, (shape, with_audio, with_mask, err_v)
+                worst = max(worst, err_v)
+                if audio is not None:
+                    err_a = relative_error(out_a.tensor, ref_a[1])
+                    assert err_a <= TOLERANCE, (shape, with_mask, err_a)
+                    worst = max(worst, err_a)
+    print(f"ranks={ranks} mode={mode.value} worst relative error {worst:.2e}")
+
+
+def test_reference_mode_equals_plain_ltx_core_forward(tiny_path):
+    """One rank in reference mode is ltx-core's own LTXModel.forward (same Modality in, same out)."""
+    from sp_reference import denoiser
+
+    model = load_in_process(tiny_path, ForwardMode.REFERENCE)
+    positive = tiny_conditioning(9, CAPTION, seed=3)
+    video, audio, mask = latent_inputs(SHAPES[1], with_mask=True)
+    den = denoiser(model, video, audio, positive, None, 1.0, 1.0)
+    captured = {}
+    original = model.transformer.model.forward
+
+    def spy(v, a, p):
+        captured["inputs"] = (v, a)
+        return original(v, a, p)
+
+    model.transformer.model.forward = spy
+    with torch.inference_mode():
+        (_, ours_v), (_, ours_a) = den.velocity([video, audio], 0.5, [mask, None])
+        plain_v, plain_a = original(*captured["inputs"], None)
+    assert torch.equal(ours_v, plain_v) and torch.equal(ours_a, plain_a)
+
+
+def sampler_inputs():
+    video, audio, mask = latent_inputs((1, 128, 3, 2, 3), seed=5, audio_frames=9, with_mask=True)
+    positive = tiny_conditioning(11, CAPTION, seed=1)
+    negative = tiny_conditioning(6, CAPTION, seed=2)
+    sigmas = torch.tensor([1.0, 0.99375, 0.9875, 0.98125, 0.975, 0.909375, 0.725, 0.421875, 0.0])  # 8 steps
+    return video, audio, mask, positive, negative, sigmas
+
+
+class _NestedStandIn:
+    """What comfy.nested_tensor.NestedTensor offers the node: is_nested and tensors."""
+
+    is_nested = True
+
+    def __init__(self, tensors):
+        self.tensors = list(tensors)
+
+
+@pytest.fixture
+def fake_comfy(monkeypatch):
+    """Just enough of ComfyUI for the node: nested tensors and the interrupt machinery."""
+    state = {"interrupt": False}
+
+    class InterruptProcessingException(Exception):
+        pass
+
+    mm = types.ModuleType("comfy.model_management")
+    mm.processing_interrupted = lambda: state["interrupt"]
+    mm.InterruptProcessingException = InterruptProcessingException
+
+    def throw():
+        if state["interrupt"]:
+            state["interrupt"] = False
+            raise InterruptProcessingException()
+
+    mm.throw_exception_if_processing_interrupted = throw
+    nested = types.ModuleType("comfy.nested_tensor")
+    nested.NestedTensor = _NestedStandIn
+    comfy_pkg = types.ModuleType("comfy")
+    monkeypatch.setitem(sys.modules, "comfy", comfy_pkg)
+    monkeypatch.setitem(sys.modules, "comfy.model_management", mm)
+    monkeypatch.setitem(sys.modules, "comfy.nested_tensor", nested)
+    return state, InterruptProcessingException
+
+
+@pytest.mark.parametrize("sampler", ["euler", "euler_ancestral"])
+def test_sp_sampler_node_two_ranks_equals_one_rank_and_in_process_loop(
+    manager, tiny_path, fake_comfy, sampler
+):
+    video, audio, mask, positive, negative, sigmas = sampler_inputs()
+    latent = {
+        "samples": _NestedStandIn([video, audio]),
+        "noise_mask": _NestedStandIn([mask, torch.ones_like(audio)]),
+    }
+    node = LTX2SPSampler()
+    results = {}
+    for ranks in (1, 2):
+        model = MGPUModel.create(tiny_path, devices=f"cpu:{ranks}", dtype="float32")
+        (out,) = node.sample(model, positive, negative, latent, sigmas, sampler, 3.0, 3.0, seed=42)
+        results[ranks] = [t.clone() for t in out["samples"].tensors]
+    reference = sample_in_process(
+        load_in_process(tiny_path), video, audio, mask, positive, negative, sigmas, sampler, 3.0, seed=42
+    )
+    for i in range(2):
+        assert relative_error(results[2][i], results[1][i]) <= TOLERANCE
+        assert relative_error(results[1][i], reference[i]) <= TOLERANCE
+    # The conditioned first frame stays the input latent (i2v); the rest moved away from it.
+    assert torch.allclose(results[2][0][:, :, 0], video[:, :, 0], atol=1e-6)
+    assert not torch.allclose(results[2][0][:, :, 1:], video[:, :, 1:], atol=1e-2)
+
+
+def test_cancel_mid_run_raises_comfy_interrupt_and_next_run_works(manager, tiny_path, fake_comfy):
+    state, interrupt = fake_comfy
+    video, _audio, _mask, positive, negative, _ = sampler_inputs()
+    latent = {"samples": video}
+    sigmas = torch.linspace(1.0, 0.0, 400)
+    model = MGPUModel.create(tiny_path, devices="cpu:2", dtype="float32")
+    node = LTX2SPSampler()
+    node.sample(
+        model, positive, negative, {"samples": video}, torch.tensor([1.0, 0.0]), "euler", 3.0, 3.0, seed=1
+    )
+
+    import threading
+
+    timer = threading.Timer(1.0, lambda: state.__setitem__("interrupt", True))
+    timer.start()
+    with pytest.raises(interrupt):
+        node.sample(model, positive, negative, latent, sigmas, "euler", 3.0, 3.0, seed=1)
+    timer.cancel()
+    assert manager.group is not None and manager.group.is_alive
+    (out,) = node.sample(
+        model, positive, negative, latent, torch.tensor([1.0, 0.5, 0.0]), "euler", 3.0, 3.0, seed=1
+    )
+    assert torch.isfinite(out["samples"]).all()
+
+
+def test_limits_say_what_to_change_and_group_keeps_working(manager, tiny_path, fake_comfy):
+    video, _audio, _mask, positive, negative, sigmas = sampler_inputs()
+    node = LTX2SPSampler()
+    small = MGPUModel.create(tiny_path, devices="cpu:2", dtype="float32", max_video_tokens=10)
+    with pytest.raises(
+        ValueError, match=r"18 tokens .* over the limit of 10\. Lower the resolution or the frame count"
+    ):
+        node.sample(small, positive, negative, {"samples": video}, sigmas, "euler", 3.0, 3.0, seed=1)
+    model = MGPUModel.create(tiny_path, devices="cpu:2", dtype="float32")
+    with pytest.raises(ValueError, match="has 64 channels; LTX-2 video latents have 128"):
+        node.sample(
+            model, positive, negative, {"samples": torch.zeros(1, 64, 3, 2, 3)}, sigmas, "euler", 3.0, 3.0, 1
+        )
+    wide = tiny_conditioning(5, CAPTION * 3, seed=0)
+    with pytest.raises(ValueError, match="192 wide but this checkpoint takes text-encoder features 64 wide"):
+        node.sample(model, wide, negative, {"samples": video}, sigmas, "euler", 3.0, 3.0, seed=1)
+    nan_video = video.clone()
+    nan_video[0, 0, 0, 0, 0] = float("nan")
+    with pytest.raises(ValueError, match="NaN"):
+        node.sample(model, positive, negative, {"samples": nan_video}, sigmas, "euler", 3.0, 3.0, seed=1)
+    with pytest.raises(ValueError, match="must not increase"):
+        node.sample(
+            model, positive, negative, {"samples": video}, torch.tensor([0.5, 0.9, 0.0]), "euler", 3.0, 3.0, 1
+        )
+    with pytest.raises(ValueError, match="one prompt per input"):
+        node.sample(
+            model, positive + positive, negative, {"samples": video}, sigmas, "euler", 3.0, 3.0, seed=1
+        )
+    (out,) = node.sample(
+        model, positive, negative, {"samples": video}, sigmas[-3:], "euler", 3.0, 3.0, seed=1
+    )
+    assert out["samples"].shape == video.shape

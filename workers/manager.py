@@ -1,0 +1,129 @@
+"""The one worker group of the UI process, and the model loaded in it.
+
+Nodes never hold a WorkerGroup: they hold an `MGPUModel` handle, a recipe (checkpoint, dtype, device
+choice). Every node call goes through `GroupManager.acquire`, which starts the group, restarts it
+after a crash or an "Unload Models", and (re)loads the checkpoint, so a cached handle keeps working
+without the user doing anything. Only one group exists at a time: a recipe with other devices
+replaces it. Never imports ComfyUI.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import client
+from .config import DEFAULT_MAX_VIDEO_TOKENS
+from .errors import WorkerGroupError
+from .launcher import Placement, parse_devices
+
+
+@dataclass(frozen=True)
+class MGPUModel:
+    """The MGPU_MODEL value passed between nodes: what to load, where. Cheap, picklable, comparable."""
+
+    checkpoint: str
+    dtype: str = "bfloat16"
+    devices: tuple[str, ...] = ("cpu",)
+    max_video_tokens: int = DEFAULT_MAX_VIDEO_TOKENS
+    loras: tuple[tuple[str, float], ...] = field(default=())
+    mode: str = "comfyui"  # "comfyui": match native ComfyUI; "reference": Lightricks' ltx-core forward
+
+    @property
+    def placement(self) -> Placement:
+        return Placement(self.devices)
+
+    @property
+    def world_size(self) -> int:
+        return len(self.devices)
+
+    @staticmethod
+    def create(checkpoint: str | Path, devices: str = "all", dtype: str = "bfloat16", **kwargs) -> MGPUModel:
+        return MGPUModel(
+            checkpoint=str(Path(checkpoint).resolve()),
+            dtype=dtype,
+            devices=parse_devices(devices).devices,
+            **kwargs,
+        )
+
+
+ProgressFn = Callable[[int, int, dict], None]
+
+
+class GroupManager:
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self._group: client.WorkerGroup | None = None
+        self._loaded: MGPUModel | None = None
+        self.env: dict[str, str] = {}
+
+    @property
+    def group(self) -> client.WorkerGroup | None:
+        return self._group
+
+    def acquire(
+        self,
+        model: MGPUModel,
+        *,
+        on_progress: ProgressFn | None = None,
+        should_cancel: Callable[[], bool] | None = None,
+    ) -> client.WorkerGroup:
+        """A running group with `model` loaded. Starts or restarts the group as needed."""
+        with self._lock:
+            group = self._group
+            if group is not None and (not group.is_alive or group.placement != model.placement):
+                self.unload()
+                group = None
+            if group is None:
+                group = client.WorkerGroup(model.placement, env=self.env).start()
+                self._group, self._loaded = group, None
+            if self._loaded != model:
+                self._loaded = None
+                try:
+                    group.run(
+                        "load_model",
+                        {"checkpoint": model.checkpoint, "dtype": model.dtype, "mode": model.mode},
+                        on_progress=on_progress,
+                        should_cancel=should_cancel,
+                    )
+                except WorkerGroupError as exc:
+                    if exc.fatal:
+                        self._group = None
+                    raise
+                self._loaded = model
+            return group
+
+    def run(
+        self,
+        model: MGPUModel,
+        op: str,
+        args: dict,
+        *,
+        on_progress: ProgressFn | None = None,
+        should_cancel: Callable[[], bool] | None = None,
+    ) -> list[dict]:
+        """acquire + run one job; a fatal error leaves no group behind (the next call starts one)."""
+        with self._lock:
+            group = self.acquire(model, should_cancel=should_cancel)
+            try:
+                return group.run(op, args, on_progress=on_progress, should_cancel=should_cancel)
+            except WorkerGroupError as exc:
+                if exc.fatal:
+                    self._group, self._loaded = None, None
+                raise
+
+    def unload(self) -> None:
+        """Stop the group and free all it holds (ComfyUI's "Unload Models")."""
+        with self._lock:
+            if self._group is not None:
+                self._group.stop()
+            self._group, self._loaded = None, None
+
+
+_MANAGER = GroupManager()
+
+
+def get_manager() -> GroupManager:
+    return _MANAGER

@@ -1,0 +1,188 @@
+"""Sequence parallelism on ltx-core's LTXModel: video tokens split over ranks, heads exchanged.
+
+Each rank holds a contiguous slice of the video tokens (NOTE [partition] in kernels/partition.py).
+Everything per-token (patchify projection, AdaLN, feed-forward, text cross-attention, audio->video
+attention whose keys are the replicated audio) runs on the local slice unchanged. Two attentions see
+every video token and are routed through the head exchange:
+  - video self-attention (attn1): q, k, v go tokens->heads (send_recv_heads), attention runs over all
+    tokens for this rank's heads, the output goes heads->tokens (gather_heads);
+  - video->audio attention: the audio queries (replicated) are sliced to this rank's heads, the video
+    keys/values go tokens->heads, and the outputs are all-gathered over heads, so every rank holds the
+    identical audio stream.
+Audio and text run replicated. The output tokens are all-gathered at the end.
+
+Why an uneven split instead of padding to a multiple of the world size (Lightricks' choice): with
+contiguous shares that differ by at most one token there is no padding, so no attention needs a key
+mask; a mask would push SDPA off its flash kernel on Hopper and, on video->audio, Lightricks leaves
+padding unmasked. Both exchange backends support uneven token counts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import torch
+from ltx_core.model.transformer.attention import Attention, AttentionCallable
+from ltx_core.model.transformer.modality import Modality
+from ltx_core.model.transformer.model import LTXModel
+
+from ...kernels import HeadExchange, even_split, head_split, offsets
+from ..model_forward import ForwardMode, run_transformer
+
+
+@dataclass(frozen=True)
+class SequenceSplit:
+    """This forward's token partition (set per call; identical on every rank)."""
+
+    token_counts: tuple[int, ...]
+
+    @property
+    def total(self) -> int:
+        return sum(self.token_counts)
+
+
+class _SplitState:
+    """Mutable holder shared by the patched attention functions of one model."""
+
+    def __init__(self) -> None:
+        self.split: SequenceSplit | None = None
+
+    def current(self) -> SequenceSplit:
+        if self.split is None:
+            raise RuntimeError("sequence-parallel attention called outside SequenceParallelModel.forward")
+        return self.split
+
+
+class VideoSelfAttention:
+    """attn1 under SP: tokens->heads, attention over all tokens on local heads, heads->tokens."""
+
+    def __init__(
+        self, inner: AttentionCallable, exchange: HeadExchange, state: _SplitState, num_heads: int
+    ) -> None:
+        self.inner = inner
+        self.exchange = exchange
+        self.state = state
+        self.head_counts = head_split(num_heads, exchange.world_size)
+
+    def __call__(
+        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, heads: int, mask: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        if mask is not None:
+            raise NotImplementedError(
+                "a video self-attention mask is not supported under sequence parallelism"
+            )
+        split = self.state.current()
+        b, t_local, width = q.shape
+        d = width // heads
+        # One exchange for q, k and v together: 3x fewer collectives.
+        qkv = torch.stack((q, k, v)).view(3 * b, t_local, heads, d)
+        qkv = self.exchange.send_recv_heads(qkv, split.token_counts, self.head_counts)
+        h_local = self.head_counts[self.exchange.rank]
+        q_h, k_h, v_h = qkv.view(3, b, split.total, h_local * d).unbind(0)
+        out = self.inner(q_h, k_h, v_h, h_local, None)  # [B, T_total, H_local * D]
+        out = self.exchange.gather_heads(
+            out.view(b, split.total, h_local, d), split.token_counts, self.head_counts
+        )
+        return out.reshape(b, t_local, heads * d)
+
+
+class VideoToAudioAttention:
+    """video_to_audio_attn under SP: replicated audio queries, video keys/values spread over ranks."""
+
+    def __init__(
+        self, inner: AttentionCallable, exchange: HeadExchange, state: _SplitState, num_heads: int
+    ) -> None:
+        self.inner = inner
+        self.exchange = exchange
+        self.state = state
+        self.head_counts = head_split(num_heads, exchange.world_size)
+        self.head_offsets = offsets(self.head_counts)
+
+    def __call__(
+        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, heads: int, mask: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        if mask is not None:
+            raise NotImplementedError(
+                "a video->audio attention mask is not supported under sequence parallelism"
+            )
+        split = self.state.current()
+        b, t_audio, width = q.shape
+        d = width // heads
+        t_local = k.shape[1]
+        rank = self.exchange.rank
+        h_local, h_start = self.head_counts[rank], self.head_offsets[rank]
+        kv = torch.stack((k, v)).view(2 * b, t_local, heads, d)
+        kv = self.exchange.send_recv_heads(kv, split.token_counts, self.head_counts)
+        k_h, v_h = kv.view(2, b, split.total, h_local * d).unbind(0)
+        q_h = q.view(b, t_audio, heads, d)[:, :, h_start : h_start + h_local].reshape(b, t_audio, h_local * d)
+        out = self.inner(q_h, k_h, v_h, h_local, None)
+        out = self.exchange.all_gather_heads(out.view(b, t_audio, h_local, d), self.head_counts)
+        return out.reshape(b, t_audio, heads * d)
+
+
+class SequenceParallelModel(torch.nn.Module):
+    """Wraps an LTXModel in place: same call signature, same outputs as the unwrapped model.
+
+    forward is collective over the exchange's group: every rank passes the same full-length video and
+    audio Modality (replicated inputs) and gets the same full-length outputs.
+    """
+
+    def __init__(
+        self, model: LTXModel, exchange: HeadExchange, mode: ForwardMode = ForwardMode.COMFYUI
+    ) -> None:
+        super().__init__()
+        self.model = model
+        self.exchange = exchange
+        self.mode = mode
+        self._state = _SplitState()
+        if exchange.world_size == 1:
+            return  # nothing to exchange: the plain model runs unchanged
+        for block in model.transformer_blocks:
+            attn1 = getattr(block, "attn1", None)
+            if isinstance(attn1, Attention):
+                attn1.attention_function = VideoSelfAttention(
+                    attn1.attention_function, exchange, self._state, attn1.heads
+                )
+            v2a = getattr(block, "video_to_audio_attn", None)
+            if isinstance(v2a, Attention):
+                v2a.attention_function = VideoToAudioAttention(
+                    v2a.attention_function, exchange, self._state, v2a.heads
+                )
+
+    def forward(
+        self, video: Modality | None, audio: Modality | None, perturbations: object | None = None
+    ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+        if perturbations is not None:
+            raise NotImplementedError("perturbed (STG) forwards are not supported by the worker path")
+        if video is None or self.exchange.world_size == 1:
+            return run_transformer(self.model, video, audio, self.mode)
+        if video.attention_mask is not None:
+            raise NotImplementedError(
+                "video self-attention masks are not supported under sequence parallelism"
+            )
+        split = SequenceSplit(even_split(video.latent.shape[1], self.exchange.world_size))
+        start = offsets(split.token_counts)[self.exchange.rank]
+        local = slice_video_tokens(video, start, start + split.token_counts[self.exchange.rank])
+        self._state.split = split
+        try:
+            # The audio gate sees the largest video timestep of the whole batch, not of this slice.
+            video_out, audio_out = run_transformer(
+                self.model, local, audio, self.mode, video_timestep_max=video.timesteps.max()
+            )
+        finally:
+            self._state.split = None
+        video_out = self.exchange.all_gather_tokens(video_out.contiguous(), split.token_counts)
+        return video_out, audio_out
+
+
+def slice_video_tokens(video: Modality, start: int, end: int) -> Modality:
+    """The tokens [start, end) of a video Modality (latent, per-token timesteps, positions)."""
+    timesteps = video.timesteps
+    if timesteps.dim() >= 2 and timesteps.shape[1] == video.latent.shape[1]:
+        timesteps = timesteps[:, start:end]
+    return replace(
+        video,
+        latent=video.latent[:, start:end],
+        timesteps=timesteps,
+        positions=video.positions[:, :, start:end],
+    )
