@@ -1,18 +1,25 @@
-"""ComfyUI node classes. Thin: validate, map ComfyUI types, delegate to workers (see jobs.py)."""
+"""ComfyUI node classes. Thin: validate, map ComfyUI types, delegate to workers (see jobs.py).
+
+Every module here that defines NODE_CLASSES = {node id: (class, display name)} is registered.
+"""
+
+import importlib
+import pkgutil
+from pathlib import Path
 
 from ..workers.manager import get_manager
 from . import comfy
-from .loader import LTX2MGPULoader
-from .sp_sampler import LTX2SPSampler
 
-NODE_CLASS_MAPPINGS: dict[str, type] = {
-    "LTX2MGPULoader": LTX2MGPULoader,
-    "LTX2SPSampler": LTX2SPSampler,
-}
-NODE_DISPLAY_NAME_MAPPINGS: dict[str, str] = {
-    "LTX2MGPULoader": "MGPU Loader",
-    "LTX2SPSampler": "SP Sampler",
-}
+NODE_CLASS_MAPPINGS: dict[str, type] = {}
+NODE_DISPLAY_NAME_MAPPINGS: dict[str, str] = {}
+
+for _info in sorted(pkgutil.iter_modules([str(Path(__file__).parent)]), key=lambda m: m.name):
+    _module = importlib.import_module(f"{__name__}.{_info.name}")
+    for _node_id, (_cls, _display) in getattr(_module, "NODE_CLASSES", {}).items():
+        if _node_id in NODE_CLASS_MAPPINGS:
+            raise RuntimeError(f"node id {_node_id} defined twice")
+        NODE_CLASS_MAPPINGS[_node_id] = _cls
+        NODE_DISPLAY_NAME_MAPPINGS[_node_id] = _display
 
 # Inside ComfyUI, "Unload Models" also stops the worker group (and frees its GPU memory).
 comfy.install_unload_hook(get_manager().unload)

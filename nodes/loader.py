@@ -80,3 +80,6 @@ class LTX2MGPULoader:
         progress = comfy.Progress(2, unique_id)
         get_manager().acquire(model, on_progress=progress.update, should_cancel=comfy.interrupt_requested)
         return (model,)
+
+
+NODE_CLASSES = {"LTX2MGPULoader": (LTX2MGPULoader, "MGPU Loader")}

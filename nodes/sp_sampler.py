@@ -127,3 +127,6 @@ class LTX2SPSampler:
         run_job(mgpu_model, "sample", args, node_id=unique_id, total=max(1, sigmas.numel() - 1))
         audio = None if out_audio is None else out_audio.tensor
         return (latent_output(parts, out_video.tensor, audio, latent),)
+
+
+NODE_CLASSES = {"LTX2SPSampler": (LTX2SPSampler, "SP Sampler")}

@@ -7,13 +7,13 @@ mapped from shared memory; the returned dict must hold builtins only (see protoc
 from __future__ import annotations
 
 import importlib
+import pkgutil
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 Handler = Callable[[Any, dict], "dict | None"]
 OPS: dict[str, Handler] = {}
-
-_HANDLER_MODULES = ("ops_diagnostics", "ops_model", "ops_sampling")
 
 
 class InputRejected(ValueError):
@@ -35,5 +35,7 @@ def op(name: str) -> Callable[[Handler], Handler]:
 
 
 def load_all() -> None:
-    for module in _HANDLER_MODULES:
-        importlib.import_module(f"{__package__}.{module}")
+    """Import every ops_*.py module of this package (each registers its commands)."""
+    for info in pkgutil.iter_modules([str(Path(__file__).parent)]):
+        if info.name.startswith("ops_"):
+            importlib.import_module(f"{__package__}.{info.name}")
