@@ -8,6 +8,14 @@ from pathlib import Path
 
 import pytest
 import torch
+from ltx_core.components.patchifiers import AudioPatchifier, VideoLatentPatchifier, get_pixel_coords
+from ltx_core.guidance.perturbations import BatchedPerturbationConfig
+from ltx_core.loader import SafetensorsModelStateDictLoader
+from ltx_core.model.transformer import Modality
+from ltx_core.model.upsampler import upsample_video
+from ltx_core.types import AudioLatentShape, SpatioTemporalScaleFactors, VideoLatentShape
+from safetensors.torch import load_file, save_file
+
 from ltx2_mgpu.workers import checkpoint
 from ltx2_mgpu.workers.tiny_model import (
     CAPTION_CHANNELS,
@@ -19,13 +27,6 @@ from ltx2_mgpu.workers.tiny_model import (
     tiny_checkpoint_config,
     tiny_upsampler_config,
 )
-from ltx_core.components.patchifiers import AudioPatchifier, VideoLatentPatchifier, get_pixel_coords
-from ltx_core.guidance.perturbations import BatchedPerturbationConfig
-from ltx_core.loader import SafetensorsModelStateDictLoader
-from ltx_core.model.transformer import Modality
-from ltx_core.model.upsampler import upsample_video
-from ltx_core.types import AudioLatentShape, SpatioTemporalScaleFactors, VideoLatentShape
-from safetensors.torch import load_file, save_file
 
 # "A few MB": the audio VAE alone is 2.7 M parameters because ltx-core ties its width to 128.
 MAX_TOTAL_BYTES = 12_000_000

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import client
+from .checkpoint import describe_checkpoint
 from .config import DEFAULT_MAX_VIDEO_TOKENS
 from .errors import WorkerGroupError
 from .launcher import Placement, parse_devices
@@ -72,6 +73,8 @@ class GroupManager:
     ) -> client.WorkerGroup:
         """A running group with `model` loaded. Starts or restarts the group as needed."""
         with self._lock:
+            if self._loaded != model:
+                check_fits(model)
             group = self._group
             if group is not None and (not group.is_alive or group.placement != model.placement):
                 self.unload()
@@ -120,6 +123,20 @@ class GroupManager:
             if self._group is not None:
                 self._group.stop()
             self._group, self._loaded = None, None
+
+
+def check_fits(model: MGPUModel) -> None:
+    """Refuse, before any worker starts, a checkpoint that is not one or a group it cannot be split over."""
+    path = Path(model.checkpoint)
+    if not path.is_file():
+        raise ValueError(f"checkpoint {path} does not exist; pick an existing file")
+    description = describe_checkpoint(path)  # also refuses non-safetensors files without unpickling
+    heads = min(description.video_num_heads, description.audio_num_heads)
+    if model.world_size > heads:
+        raise ValueError(
+            f"{model.world_size} workers cannot share this model's {heads} attention heads (each needs at least one). "
+            f"Use at most {heads} GPUs."
+        )
 
 
 _MANAGER = GroupManager()

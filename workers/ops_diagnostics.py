@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import time
 
 import torch
@@ -13,7 +14,10 @@ from .ops import InputRejected, op
 
 @op("ping")
 def ping(job, args: dict) -> dict:
-    return {"rank": job.rank, "pid": os.getpid(), "echo": args.get("echo")}
+    foreign = sorted(
+        m for m in sys.modules if m.split(".")[0] in ("comfy", "folder_paths", "nodes", "server", "execution")
+    )
+    return {"rank": job.rank, "pid": os.getpid(), "echo": args.get("echo"), "comfyui_modules": foreign}
 
 
 def pattern(start: int, count: int, seed: int) -> torch.Tensor:

@@ -1,0 +1,89 @@
+"""`ltx2-mgpu`: the pack's command line (make-tiny, doctor, build-kernels, demo)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+
+def _make_tiny(args: argparse.Namespace) -> int:
+    from .workers.tiny_model import make_tiny
+
+    files = make_tiny(Path(args.dir), seed=args.seed)
+    for path in (files.checkpoint, files.spatial_upscaler):
+        print(f"{path}  ({path.stat().st_size / 1e6:.1f} MB)")
+    try:
+        from .workers.text_encoder import make_tiny_gemma
+    except ImportError:
+        return 0
+    gemma = make_tiny_gemma(Path(args.dir))
+    print(f"{gemma}  (tiny Gemma 3 text encoder)")
+    return 0
+
+
+def _doctor(args: argparse.Namespace) -> int:
+    from .doctor import report
+
+    print(report())
+    return 0
+
+
+def _build_kernels(args: argparse.Namespace) -> int:
+    from .kernels import build
+
+    try:
+        build.build_kernels(verbose=args.verbose)
+    except Exception as exc:  # report any build failure as a message, not a traceback
+        print(f"build failed: {exc}", file=sys.stderr)
+        return 1
+    print("all2all kernel built")
+    return 0
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from .demo import run_demo
+
+    return run_demo(args)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="ltx2-mgpu", description="LTX-2 on several GPUs (ComfyUI-LTX2-MultiGPU)"
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("make-tiny", help="write the embedded tiny LTX-2 (a few MB, random weights) into DIR")
+    p.add_argument("dir")
+    p.add_argument("--seed", type=int, default=0)
+    p.set_defaults(func=_make_tiny)
+
+    p = sub.add_parser(
+        "doctor", help="devices, peer access, kernel build, versions, what the group would use"
+    )
+    p.set_defaults(func=_doctor)
+
+    p = sub.add_parser(
+        "build-kernels", help="build the CUDA all2all extension now (otherwise built on first use)"
+    )
+    p.add_argument("--verbose", action="store_true")
+    p.set_defaults(func=_build_kernels)
+
+    p = sub.add_parser("demo", help="run the two-stage text-to-video job on the embedded tiny model")
+    p.add_argument(
+        "--devices", default="cpu:2", help="worker devices: cpu:N (default cpu:2), all, a count, or ids 0,1"
+    )
+    p.add_argument("--out", default="ltx2-mgpu-demo", help="output folder (default ./ltx2-mgpu-demo)")
+    p.add_argument("--models", default=None, help="where to write the tiny model (default: <out>/models)")
+    p.add_argument("--prompt", default="A red fox runs through fresh snow at dawn, cinematic.")
+    p.add_argument("--seed", type=int, default=42)
+    p.add_argument("--runs", type=int, default=1, help="run the job this many times on one group")
+    p.set_defaults(func=_demo)
+
+    args = parser.parse_args(argv)
+    return int(args.func(args))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
