@@ -7,6 +7,7 @@ from ..workers.config import DEFAULT_MAX_VIDEO_TOKENS
 from ..workers.engine import DTYPES
 from ..workers.launcher import parse_devices
 from ..workers.manager import MGPUModel, get_manager
+from ..workers.model_forward import ForwardMode
 from . import comfy
 
 CATEGORY = "LTX-2 MultiGPU"
@@ -56,6 +57,14 @@ class LTX2MGPULoader:
                         "tooltip": "Refuse latents with more video tokens than this (frames/8 x height/32 x width/32).",
                     },
                 ),
+                "mode": (
+                    [m.value for m in ForwardMode],
+                    {
+                        "default": ForwardMode.COMFYUI.value,
+                        "tooltip": "comfyui: compute exactly what native ComfyUI computes for LTX-2 (same video as the "
+                        "native nodes). reference: Lightricks' ltx-core forward (differs in video-to-audio attention).",
+                    },
+                ),
             },
             "hidden": {"unique_id": "UNIQUE_ID"},
         }
@@ -66,6 +75,7 @@ class LTX2MGPULoader:
         gpus: str,
         weight_dtype: str,
         max_video_tokens: int = DEFAULT_MAX_VIDEO_TOKENS,
+        mode: str = ForwardMode.COMFYUI.value,
         unique_id=None,
     ):
         path = comfy.full_path(MODEL_FOLDERS, ckpt_name)
@@ -76,6 +86,7 @@ class LTX2MGPULoader:
             dtype=weight_dtype,
             devices=placement.devices,
             max_video_tokens=max_video_tokens,
+            mode=mode,
         )
         progress = comfy.Progress(2, unique_id)
         get_manager().acquire(model, on_progress=progress.update, should_cancel=comfy.interrupt_requested)

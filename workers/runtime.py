@@ -46,6 +46,9 @@ class JobContext:
 
     def check_cancel(self) -> None:
         """Collective: raise Cancelled on every rank if a cancel was requested on any rank's view."""
+        exchange = self.runtime.state.get("exchange")
+        if hasattr(exchange, "check"):
+            exchange.check(sync=False)  # a kernel wait that timed out surfaces here as an error, not a hang
         flag = torch.tensor(
             [1 if self.runtime.control.is_cancel_requested(self.job_id) else 0], dtype=torch.int32
         )

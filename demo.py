@@ -1,0 +1,215 @@
+"""`ltx2-mgpu demo`: the official two-stage text-to-video shape on the embedded tiny model.
+
+text -> SP Sampler at half resolution (audio+video) -> TDP Upscaler to full resolution -> Distributed
+VAE Decode -> an .mp4 with audio. It drives the same node classes ComfyUI runs, so it exercises the
+whole path; it prints each stage's time and a parity check (stage 1 on the group vs one process).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+import torch
+
+from .nodes import NODE_CLASS_MAPPINGS
+from .workers.manager import MGPUModel, get_manager
+
+# Full resolution of the tiny demo (stage 2); stage 1 runs at half of it, as the official workflow.
+WIDTH, HEIGHT, FRAMES, FPS = 384, 256, 25, 24.0
+STAGE1_SIGMAS = (1.0, 0.99375, 0.9875, 0.98125, 0.975, 0.909375, 0.725, 0.421875, 0.0)  # distilled stage 1
+STAGE2_SIGMAS = (0.625, 0.4, 0.0)  # Lightricks' TDP stage-2 default
+NEGATIVE = "blurry, low quality, distorted"
+
+
+class _Nested:
+    """Stand-in for comfy.nested_tensor.NestedTensor outside ComfyUI (the nodes only read these)."""
+
+    is_nested = True
+
+    def __init__(self, tensors):
+        self.tensors = list(tensors)
+
+
+def _install_standins() -> None:
+    import sys
+    import types
+
+    if "comfy.nested_tensor" not in sys.modules:
+        module = types.ModuleType("comfy.nested_tensor")
+        module.NestedTensor = _Nested
+        sys.modules["comfy.nested_tensor"] = module
+
+
+def _stage(name: str, timings: dict[str, float]):
+    class _Timer:
+        def __enter__(self):
+            self.start = time.perf_counter()
+            print(f"[{name}] ...", flush=True)
+
+        def __exit__(self, *exc):
+            timings[name] = time.perf_counter() - self.start
+            if exc[0] is None:
+                print(f"[{name}] done in {timings[name]:.2f} s", flush=True)
+
+    return _Timer()
+
+
+def _conditioning(model: MGPUModel, prompt: str, gemma: Path | None, seed: int) -> list:
+    node = NODE_CLASS_MAPPINGS.get("LTX2MGPUTextEncode")
+    if node is not None and gemma is not None:
+        (cond,) = node().encode(model, str(gemma), prompt)
+        return cond
+    # Without the text encoder: features of the tiny model's width, derived from the prompt.
+    from .workers.checkpoint import describe_checkpoint
+
+    width = describe_checkpoint(model.checkpoint).caption_channels
+    g = torch.Generator().manual_seed(hash(prompt) % (2**31) + seed)
+    return [
+        [torch.randn(1, 16, width, generator=g), {"unprocessed_ltxav_embeds": True, "pooled_output": None}]
+    ]
+
+
+def run_demo(args: argparse.Namespace) -> int:
+    from .workers.tiny_model import make_tiny
+
+    _install_standins()
+    out = Path(args.out).resolve()
+    models = Path(args.models).resolve() if args.models else out / "models"
+    out.mkdir(parents=True, exist_ok=True)
+    timings: dict[str, float] = {}
+    with _stage("tiny model", timings):
+        files = make_tiny(models)
+        gemma = None
+        try:
+            from .workers.text_encoder import make_tiny_gemma
+
+            gemma = make_tiny_gemma(models)
+        except ImportError:
+            print("  (no text encoder in this build: prompt features are synthetic)")
+    devices = args.devices
+    dtype = "float32" if devices.startswith("cpu") else "bfloat16"
+    loader = NODE_CLASS_MAPPINGS["LTX2MGPULoader"]()
+    status = 0
+    for run in range(1, args.runs + 1):
+        print(f"--- run {run} of {args.runs} (devices {devices}) ---")
+        with _stage("load", timings):
+            (model,) = loader.load(str(files.checkpoint), devices, dtype)
+        status = max(status, _run_once(model, files, gemma, args, out, timings))
+    get_manager().unload()
+    return status
+
+
+def _run_once(
+    model: MGPUModel, files, gemma: Path | None, args: argparse.Namespace, out: Path, timings
+) -> int:
+    from .nodes.convert import DEFAULT_FRAME_RATE  # noqa: F401  (documented default; the demo sets FPS)
+
+    with _stage("text", timings):
+        positive = _with_frame_rate(_conditioning(model, args.prompt, gemma, args.seed))
+        negative = _with_frame_rate(_conditioning(model, NEGATIVE, gemma, args.seed))
+    f_lat = (FRAMES - 1) // 8 + 1
+    audio_frames = round(FRAMES / FPS * 25)
+    video = torch.zeros(1, 128, f_lat, HEIGHT // 64, WIDTH // 64)
+    audio = torch.zeros(1, 8, audio_frames, 16)
+    latent = {"samples": _Nested([video, audio])}
+    sampler = NODE_CLASS_MAPPINGS["LTX2SPSampler"]()
+    sigmas = torch.tensor(STAGE1_SIGMAS)
+    with _stage("stage 1: SP Sampler", timings):
+        (stage1,) = sampler.sample(
+            model, positive, negative, latent, sigmas, "euler_ancestral", 4.0, 4.0, args.seed
+        )
+    _parity_check(model, positive, negative, latent, sigmas, args.seed, stage1)
+    result = stage1
+    tdp = NODE_CLASS_MAPPINGS.get("LTX2TDPUpscaler")
+    if tdp is not None:
+        with _stage("stage 2: TDP Upscaler", timings):
+            (result,) = tdp().upscale(
+                model, positive, negative, stage1, str(files.spatial_upscaler), "euler", 1.0, args.seed
+            )
+    decode = NODE_CLASS_MAPPINGS.get("LTX2DistributedVAEDecode")
+    if decode is None:
+        print("  (no Distributed VAE Decode in this build: saving the latent)")
+        torch.save({"samples": [t.clone() for t in result["samples"].tensors]}, out / "latent.pt")
+        return 0
+    with _stage("decode", timings):
+        images, sound = decode().decode(model, result)
+    path = out / "ltx2-mgpu-demo.mp4"
+    with _stage("write mp4", timings):
+        write_mp4(path, images, FPS, sound)
+    print(
+        f"video written to {path} ({images.shape[0]} frames {images.shape[2]}x{images.shape[1]}, "
+        f"audio {'yes' if sound is not None else 'no'})"
+    )
+    return 0
+
+
+def _with_frame_rate(cond: list) -> list:
+    # What LTXVConditioning does: the frame rate travels in the conditioning dict.
+    return [[t, {**extras, "frame_rate": FPS}] for t, extras in cond]
+
+
+def _parity_check(model: MGPUModel, positive, negative, latent, sigmas, seed, stage1) -> None:
+    """Stage 1 on the group vs the same job in this process with no workers (the single-GPU answer)."""
+    from .workers.reference import load_in_process, relative_error, sample_in_process
+
+    if model.dtype != "float32":
+        print("  parity: skipped (the in-process reference runs in float32 on the CPU)")
+        return
+    reference = load_in_process(model.checkpoint)
+    video, audio = latent["samples"].tensors
+    expected = sample_in_process(
+        reference,
+        video,
+        audio,
+        None,
+        positive,
+        negative,
+        sigmas,
+        "euler_ancestral",
+        4.0,
+        seed,
+        frame_rate=FPS,
+    )
+    for name, got, want in zip(("video", "audio"), stage1["samples"].tensors, expected):
+        err = relative_error(got, want)
+        verdict = "ok" if err <= 1e-5 else "MISMATCH"
+        print(
+            f"  parity stage 1 {name}: {model.world_size} workers vs one process, max relative error {err:.2e} ({verdict})"
+        )
+
+
+def write_mp4(path: Path, images: torch.Tensor, fps: float, audio: dict | None) -> None:
+    """IMAGE [F, H, W, 3] in 0..1 (+ AUDIO {waveform [1, C, S], sample_rate}) -> H.264/AAC mp4."""
+    import fractions
+
+    import av
+
+    frames = (images.clamp(0, 1) * 255).round().to(torch.uint8).numpy()
+    with av.open(str(path), mode="w") as container:
+        stream = container.add_stream("libx264", rate=fractions.Fraction(fps).limit_denominator(1000))
+        stream.width, stream.height = frames.shape[2], frames.shape[1]
+        stream.pix_fmt = "yuv420p"
+        a_stream = None
+        if audio is not None:
+            rate = int(audio["sample_rate"])
+            wave = audio["waveform"][0].float().clamp(-1, 1).numpy()
+            a_stream = container.add_stream("aac", rate=rate)
+            a_stream.layout = "stereo" if wave.shape[0] == 2 else "mono"
+        for frame in frames:
+            for packet in stream.encode(av.VideoFrame.from_ndarray(frame, format="rgb24")):
+                container.mux(packet)
+        for packet in stream.encode():
+            container.mux(packet)
+        if a_stream is not None:
+            audio_frame = av.AudioFrame.from_ndarray(
+                wave.reshape(1, -1) if wave.shape[0] == 1 else wave.T.reshape(1, -1).copy(),
+                format="flt",
+                layout=a_stream.layout.name,
+            )
+            audio_frame.sample_rate = rate
+            for packet in a_stream.encode(audio_frame):
+                container.mux(packet)
+            for packet in a_stream.encode():
+                container.mux(packet)
