@@ -35,7 +35,7 @@ def _build_kernels(args: argparse.Namespace) -> int:
 
     try:
         build.build_kernels(verbose=args.verbose)
-    except Exception as exc:  # report any build failure as a message, not a traceback
+    except build.KernelBuildError as exc:
         print(f"build failed: {exc}", file=sys.stderr)
         return 1
     print("all2all kernel built")

@@ -34,7 +34,24 @@ def _kernel_lines() -> list[str]:
     except ImportError:
         return ["  all2all kernel: not part of this build (torch.distributed fallback)"]
     status = kernel_status()
-    return [f"  {line}" for line in str(status).splitlines()]
+    lines = [
+        f"  all2all kernel built: {'yes' if status.built else 'no'}"
+        + ("" if status.built else f" ({status.reason})")
+    ]
+    lines.append(
+        f"  build cache: {status.cache_dir}  (CUDA_HOME {status.cuda_home}, archs {', '.join(status.archs) or '-'})"
+    )
+    lines.append(f"  mode: {status.mode} (LTX2_MGPU_ALL2ALL=auto|kernel|fallback)")
+    if status.selected:
+        lines.append(
+            f"  in use in this process: {status.selected}"
+            + (f" ({status.selected_reason})" if status.selected_reason else "")
+        )
+    elif not status.built:
+        lines.append(
+            "  GPU groups would use the torch.distributed all_to_all fallback until the kernel is built"
+        )
+    return lines
 
 
 def report() -> str:

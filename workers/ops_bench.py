@@ -1,0 +1,136 @@
+"""Benchmark commands: the real 19B transformer shape with random weights, and timed model calls.
+
+Real LTX-2 weights cannot be downloaded where we measure, so benchmarks build the released 19B
+configuration (48 layers, 32 x 128 video heads, 32 x 64 audio heads) with random bf16 weights on
+the worker's GPU. Timing runs inside the worker with device events, so it measures the engine's model
+call (positions, timesteps, CFG batch, the SP wrapper, the forward) and not the control channel.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import torch
+from ltx_core.model.transformer.model_configurator import LTXModelConfigurator
+
+from . import latents
+from .checkpoint import describe_config
+from .conditioning import context_from_processed
+from .engine import DTYPES, AVDenoiser, Guidance, LoadedModel
+from .model_forward import ForwardMode, apply_mode_to_modules
+from .ops import InputRejected, op
+from .ops_model import _exchange
+from .strategies.sequence_parallel import SequenceParallelModel
+from .tiny_model import tiny_checkpoint_config
+
+# The transformer section of the released ltx-2-19b-dev metadata (docs/COMFYUI_LTX2_PARITY.md, section 1).
+LTX2_19B_TRANSFORMER = {
+    "num_layers": 48,
+    "num_attention_heads": 32,
+    "attention_head_dim": 128,
+    "cross_attention_dim": 4096,
+    "audio_num_attention_heads": 32,
+    "audio_attention_head_dim": 64,
+    "audio_cross_attention_dim": 2048,
+    "caption_channels": 3840,
+    "in_channels": 128,
+    "out_channels": 128,
+    "audio_in_channels": 128,
+    "audio_out_channels": 128,
+    "positional_embedding_theta": 10000.0,
+    "positional_embedding_max_pos": [20, 2048, 2048],
+    "audio_positional_embedding_max_pos": [20],
+    "rope_type": "split",
+    "frequencies_precision": "float64",
+    "use_middle_indices_grid": True,
+    "causal_temporal_positioning": True,
+    "timestep_scale_multiplier": 1000,
+    "av_ca_timestep_scale_multiplier": 1000.0,
+    "norm_eps": 1e-06,
+}
+INIT_STD = 0.02  # ltx-core's own init scale; timing does not depend on the values
+
+
+def random_transformer(config: dict, device: torch.device, dtype: torch.dtype, seed: int) -> torch.nn.Module:
+    """LTXModel of `config` (keys over the tiny model's full key set) with N(0, INIT_STD) weights,
+    built straight on `device` in `dtype`."""
+    full = {**tiny_checkpoint_config()["transformer"], **config}
+    with torch.device("meta"):
+        model = LTXModelConfigurator.from_config({"transformer": full})
+    model = model.to(dtype=dtype).to_empty(device=device)
+    generator = torch.Generator(device=device).manual_seed(seed)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.normal_(0.0, INIT_STD, generator=generator)
+    return model.eval()
+
+
+@op("load_random_model")
+def load_random_model(job, args: dict) -> dict:
+    """Replace the loaded model with a random-weight one of `config` (default: the 19B shape)."""
+    rt = job.runtime
+    dtype = DTYPES[str(args.get("dtype", "bfloat16"))]
+    config = dict(args.get("config") or LTX2_19B_TRANSFORMER)
+    mode = ForwardMode(str(args.get("mode", ForwardMode.COMFYUI.value)))
+    rt.state.pop("model", None)
+    if rt.device.type == "cuda":
+        torch.cuda.empty_cache()
+    transformer = random_transformer(config, rt.device, dtype, int(args.get("seed", 0)))
+    apply_mode_to_modules(transformer, mode)
+    description = describe_config({"transformer": {**tiny_checkpoint_config()["transformer"], **config}})
+    rt.state["model"] = LoadedModel(
+        path=Path("<random>"),
+        dtype=dtype,
+        mode=mode,
+        description=description,
+        causal_positions=True,
+        transformer=SequenceParallelModel(transformer, _exchange(job), mode),
+        processor=torch.nn.Identity(),
+    )
+    params = sum(p.numel() for p in transformer.parameters())
+    return {"parameters": params, "exchange": getattr(rt.state["exchange"], "name", "none")}
+
+
+@op("bench_forward")
+def bench_forward(job, args: dict) -> dict:
+    """Time `repeats` model calls (cond+uncond batch) on a video of args["video_shape"] (+ audio)."""
+    rt = job.runtime
+    model: LoadedModel | None = rt.state.get("model")
+    if model is None:
+        raise InputRejected("no model loaded; run load_random_model or load_model first")
+    device, dtype = rt.device, model.dtype
+    d = model.description
+    video_shape = torch.Size(args["video_shape"])
+    audio_shape = (
+        None
+        if args.get("audio_frames") is None
+        else torch.Size((video_shape[0], 8, int(args["audio_frames"]), 16))
+    )
+    g = torch.Generator().manual_seed(int(args.get("seed", 0)))
+    context = torch.randn(1, 1024, 2 * d.caption_channels, generator=g)
+    text = context_from_processed(context, device, dtype)
+    timing = latents.AudioTiming(sample_rate=d.audio_sample_rate_hz, hop_length=d.audio_hop_length)
+    denoiser = AVDenoiser(
+        model, text, text, Guidance(4.0, 4.0), video_shape, audio_shape, 24.0, device, timing
+    )
+    xs = [torch.randn(video_shape, generator=g).to(device)]
+    if audio_shape is not None:
+        xs.append(torch.randn(audio_shape, generator=g).to(device))
+    masks = [None] * len(xs)
+    times_ms = []
+    for i in range(int(args.get("warmup", 1)) + int(args.get("repeats", 3))):
+        start = time.perf_counter()
+        with torch.inference_mode():
+            denoiser(xs, 0.7, masks)
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        if i >= int(args.get("warmup", 1)):
+            times_ms.append((time.perf_counter() - start) * 1e3)
+        job.check_cancel()
+    peak = torch.cuda.max_memory_allocated(device) if device.type == "cuda" else 0
+    return {
+        "times_ms": times_ms,
+        "peak_memory_bytes": int(peak),
+        "tokens": int(video_shape[2] * video_shape[3] * video_shape[4]),
+    }
