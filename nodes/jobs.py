@@ -1,7 +1,9 @@
-"""Running a worker job from a node: progress bar, Cancel, and errors a user can act on."""
+"""Running worker jobs from a node: progress bar, Cancel, and errors a user can act on."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from ..workers.errors import JobCancelled, JobInputError
@@ -9,22 +11,29 @@ from ..workers.manager import MGPUModel, get_manager
 from . import comfy
 
 
-def run_job(
-    model: MGPUModel, op: str, args: dict[str, Any], *, node_id: str | None, total: int
-) -> list[dict]:
-    """Run `op` on the group for `model` (starting/reloading it as needed); rank results by index.
-
-    Cancel pressed in ComfyUI stops every rank at the next step and raises ComfyUI's interrupt; input
-    the workers reject raises ValueError with their message; fatal group errors propagate (the group
-    is already stopped and the next run starts a fresh one).
-    """
-    progress = comfy.Progress(total, node_id)
+@contextmanager
+def as_comfy_errors() -> Iterator[None]:
+    """Cancel agreed by the workers becomes ComfyUI's interrupt (the UI shows "interrupted", not an
+    error); input the workers rejected becomes ValueError with their message. Fatal group errors pass
+    through: the group is already stopped and the next run starts a fresh one."""
     try:
-        return get_manager().run(
-            model, op, args, on_progress=progress.update, should_cancel=comfy.interrupt_requested
-        )
+        yield
     except JobCancelled:
         comfy.raise_interrupted()
         raise
     except JobInputError as exc:
         raise ValueError(str(exc)) from None
+
+
+def run_job(model: MGPUModel, op: str, args: dict[str, Any], *, node_id: str | None, total: int) -> list[dict]:
+    """Run `op` on the group for `model` (starting/reloading it as needed); rank results by index."""
+    progress = comfy.Progress(total, node_id)
+    with as_comfy_errors():
+        return get_manager().run(model, op, args, on_progress=progress.update, should_cancel=comfy.interrupt_requested)
+
+
+def load(model: MGPUModel, *, node_id: str | None) -> None:
+    """Start the group and load `model` (a cancel during loading stops the workers at once)."""
+    progress = comfy.Progress(2, node_id)
+    with as_comfy_errors():
+        get_manager().acquire(model, on_progress=progress.update, should_cancel=comfy.interrupt_requested)

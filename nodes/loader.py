@@ -6,9 +6,9 @@ from ..workers.checkpoint import read_safetensors_header
 from ..workers.config import DEFAULT_MAX_VIDEO_TOKENS
 from ..workers.engine import DTYPES
 from ..workers.launcher import parse_devices
-from ..workers.manager import MGPUModel, get_manager
+from ..workers.manager import MGPUModel
 from ..workers.model_forward import ForwardMode
-from . import comfy
+from . import comfy, jobs
 
 CATEGORY = "LTX-2 MultiGPU"
 MODEL_FOLDERS = ("checkpoints", "diffusion_models")
@@ -88,8 +88,7 @@ class LTX2MGPULoader:
             max_video_tokens=max_video_tokens,
             mode=mode,
         )
-        progress = comfy.Progress(2, unique_id)
-        get_manager().acquire(model, on_progress=progress.update, should_cancel=comfy.interrupt_requested)
+        jobs.load(model, node_id=unique_id)
         return (model,)
 
 

@@ -37,6 +37,7 @@ from .errors import (
     JobCancelled,
     JobError,
     JobInputError,
+    LoadCancelled,
     WorkerDied,
     WorkerGroupError,
     WorkerHung,
@@ -226,8 +227,12 @@ class WorkerGroup:
         on_progress: ProgressFn | None = None,
         should_cancel: CancelFn | None = None,
         timeout_s: float | None = None,
+        abort_on_cancel: bool = False,
     ) -> list[dict]:
         """Run `op` on every rank; return each rank's result dict (index = rank).
+
+        `abort_on_cancel`: for commands with no step boundary to stop at (loading a checkpoint), a
+        cancel stops the whole group at once instead (the next run starts a fresh one).
 
         Tensors in `args` are copied into shared memory; `protocol.OutputSlot`s are passed as they
         are so workers write into them. Every segment name of the job is unlinked when it ends.
@@ -247,7 +252,7 @@ class WorkerGroup:
                         self._fail(
                             WorkerDied(f"worker rank {rank} is gone ({exc})", rank=rank, job_id=job_id)
                         )
-                return self._collect(job_id, on_progress, should_cancel, timeout_s)
+                return self._collect(job_id, on_progress, should_cancel, timeout_s, abort_on_cancel)
             finally:
                 for name in names:
                     shm.unlink(name)
@@ -258,6 +263,7 @@ class WorkerGroup:
         on_progress: ProgressFn | None,
         should_cancel: CancelFn | None,
         timeout_s: float | None,
+        abort_on_cancel: bool = False,
     ) -> list[dict]:
         assert self._control is not None
         started = time.monotonic()
@@ -311,6 +317,13 @@ class WorkerGroup:
             if failures and first_failure_at is not None and now - first_failure_at > self.error_grace_s:
                 self._fail(_out_of_step(failures, job_id))
             if not cancel_sent and should_cancel is not None and should_cancel():
+                if abort_on_cancel:
+                    self._fail(
+                        LoadCancelled(
+                            "cancelled while the workers were loading; they were stopped and start again on the next run",
+                            job_id=job_id,
+                        )
+                    )
                 self._control.request_cancel(job_id)
                 cancel_sent = True
             if timeout_s is not None and now - started > timeout_s:

@@ -37,6 +37,12 @@ class JobCancelled(WorkerGroupError):
     """Every rank agreed to stop at a step boundary after a cancel request."""
 
 
+class LoadCancelled(JobCancelled):
+    """Cancel arrived during a command with no step boundary (loading): the group was stopped."""
+
+    fatal = True
+
+
 class GroupStartError(WorkerGroupError):
     """The group could not be started (bad device list, worker crashed during start-up)."""
 

@@ -90,6 +90,7 @@ class GroupManager:
                         {"checkpoint": model.checkpoint, "dtype": model.dtype, "mode": model.mode},
                         on_progress=on_progress,
                         should_cancel=should_cancel,
+                        abort_on_cancel=True,
                     )
                 except WorkerGroupError as exc:
                     if exc.fatal:
