@@ -180,6 +180,10 @@ def main() -> None:
                 "plain_ltx_core_ms": plain[tokens],
                 "worker_1rank_ms": worker["times_ms"],
                 "worker_over_plain": median(worker["times_ms"]) / median(plain[tokens]),
+                # Same worker, same Modality, interleaved: the engine's cost over ltx-core's forward alone.
+                "plain_in_worker_ms": worker["plain_in_worker_ms"],
+                "engine_over_plain_same_process": median(worker["times_ms"])
+                / median(worker["plain_in_worker_ms"]),
                 "step_tflop": flops / 1e12,
                 "worker_peak_memory_gib": worker["peak_memory_bytes"] / 2**30,
             }
