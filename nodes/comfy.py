@@ -35,6 +35,17 @@ def filename_list(folder: str) -> list[str]:
         return []  # folder kind unknown to this ComfyUI version
 
 
+def folder_roots(folder: str) -> list[Path]:
+    """The directories ComfyUI searches for models of kind `folder` (none outside ComfyUI)."""
+    folder_paths = _module("folder_paths") if in_comfyui() else None
+    if folder_paths is None:
+        return []
+    try:
+        return [Path(p) for p in folder_paths.get_folder_paths(folder)]
+    except KeyError:
+        return []
+
+
 def full_path(folders: tuple[str, ...], name: str) -> Path:
     """Resolve a model file name the way ComfyUI's loaders do; refuse names that escape the folders."""
     folder_paths = _module("folder_paths") if in_comfyui() else None
@@ -64,9 +75,52 @@ class Progress:
         utils = _module("comfy.utils") if in_comfyui() else None
         self._bar = utils.ProgressBar(total, node_id=node_id) if utils is not None else None
 
-    def update(self, step: int, total: int, *_: Any) -> None:
-        if self._bar is not None:
-            self._bar.update_absolute(step, total)
+    def update(self, step: int, total: int, message: dict | None = None) -> None:
+        if self._bar is None:
+            return
+        preview = _preview_image(message.get("preview")) if message else None
+        mm = sys.modules.get("comfy.model_management")
+        try:
+            self._bar.update_absolute(step, total, preview)
+        except BaseException as exc:
+            # ComfyUI's progress hook raises its interrupt (and clears the flag) once Cancel was pressed.
+            # Raising here would abandon the workers mid-job; put the flag back so the job's cancel
+            # check sees it and every rank stops at the step boundary.
+            if mm is None or not isinstance(exc, mm.InterruptProcessingException):
+                raise
+            mm.interrupt_current_processing(True)
+
+
+# Preview size ComfyUI uses for sampler previews (args.preview_size default).
+PREVIEW_MAX_SIZE = 512
+
+
+def _preview_image(payload: dict | None) -> tuple | None:
+    """A worker's preview payload (one latent frame) -> ("JPEG", PIL image, max size), as ComfyUI's
+    own sampler previews, with the RGB factors of ComfyUI's LTX-2 latent format."""
+    if not payload:
+        return None
+    formats = _module("comfy.latent_formats")
+    if formats is None or not previews_enabled():
+        return None
+    import numpy as np
+    import torch
+    from PIL import Image
+
+    latent = torch.frombuffer(bytearray(payload["data"]), dtype=torch.float16).float().view(payload["shape"])
+    fmt = formats.LTXAV()
+    factors = torch.tensor(fmt.latent_rgb_factors, dtype=torch.float32)  # [channels, 3]
+    bias = torch.tensor(getattr(fmt, "latent_rgb_factors_bias", None) or [0.0, 0.0, 0.0])
+    rgb = torch.einsum("chw,cr->hwr", latent, factors) + bias
+    pixels = ((rgb + 1) / 2).clamp(0, 1).mul(255).to(torch.uint8).numpy()
+    return ("JPEG", Image.fromarray(np.ascontiguousarray(pixels)), PREVIEW_MAX_SIZE)
+
+
+def previews_enabled() -> bool:
+    """Whether ComfyUI shows sampler previews (--preview-method other than none)."""
+    cli = _module("comfy.cli_args") if in_comfyui() else None
+    method = getattr(cli.args, "preview_method", None) if cli is not None else None
+    return getattr(method, "value", method) not in (None, "none")
 
 
 def interrupt_requested() -> bool:

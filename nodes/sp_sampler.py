@@ -121,6 +121,7 @@ class LTX2SPSampler:
             "seed": seed,
             "add_noise": add_noise,
             "max_video_tokens": mgpu_model.max_video_tokens,
+            "preview": comfy.previews_enabled(),
             "out_video": out_video,
             "out_audio": out_audio,
         }

@@ -108,6 +108,7 @@ def sample(
     seed: int,
     device: torch.device,
     on_step: StepCallback | None = None,
+    on_denoised: StepCallback | None = None,
 ) -> list[torch.Tensor]:
     """Denoise `streams` along `sigmas`; return the final latent of each stream (float32, `device`).
 
@@ -142,6 +143,8 @@ def sample(
             x = [_euler_step(xi, di, s, s_next) for xi, di in zip(x, denoised)]
         else:
             x = _euler_ancestral_rf_step(x, denoised, s, s_next, settings, ancestral)
+        if on_denoised is not None:
+            on_denoised(i + 1, steps, denoised)
         if on_step is not None:
             on_step(i + 1, steps, x)
     last = sig[-1]
