@@ -44,7 +44,9 @@ def split_latent(latent: dict) -> LatentParts:
         raise ValueError(
             f"the LATENT holds {len(streams)} streams; LTX-2 latents hold video, or video and audio"
         )
-    if latent.get("type") == "audio" or streams[0].dim() == 4:
+    # Judge by shape, not by the "type" key: LTXVConcatAVLatent merges the audio dict into the AV latent
+    # (and LTXVSeparateAVLatent copies it into the video half), so valid video latents say type "audio".
+    if streams[0].dim() == 4:
         raise ValueError(
             "the LATENT holds only audio; connect the audio+video latent from LTXVConcatAVLatent "
             "(audio is denoised together with the video)"
