@@ -1,0 +1,175 @@
+"""TDP Upscaler: upsample a stage-1 latent 2x and denoise it in tiles spread over the group's GPUs."""
+
+from __future__ import annotations
+
+import re
+
+import torch
+
+from ..workers.client import output_slot
+from ..workers.manager import MGPUModel
+from ..workers.sampling import SAMPLERS
+from ..workers.strategies.tiled import AUTO, upscaled_latent_shape
+from . import comfy
+from .convert import conditioning_args, split_latent
+from .jobs import run_job
+from .loader import CATEGORY
+
+# Lightricks' distilled stage-2 schedule for the TDP stage (shared/NOTES_LTX2.md).
+DEFAULT_SIGMAS = (0.625, 0.4, 0.0)
+UPSCALER_FOLDERS = ("latent_upscale_models",)
+# Grids offered, "rows x columns" (tiles along height x along width), up to 4 per axis: with the
+# default overlap of 5 cells a 2x upscale of a 512x768 stage 1 (32 x 48 cells) leaves tiles of 11+
+# cells at 4 per axis; more tiles only shrink each tile's context. Ordered by tile count.
+GRIDS = tuple(
+    f"{h}x{w}"
+    for h, w in sorted(((h, w) for h in range(1, 5) for w in range(1, 5)), key=lambda g: (g[0] * g[1], g[0]))
+)
+TILE_CHOICES = ("auto", *GRIDS)
+_GRID_PATTERN = re.compile(r"^\s*(\d+)\s*x\s*(\d+)\s*$")
+
+TOOLTIP = (
+    "Tiled data parallelism (TDP) for the upscale stage: each GPU runs the whole transformer on its own "
+    "tiles of the 2x upscaled latent, and the overlaps are blended. Each tile stays at a size the model "
+    "was trained on, which lets LTX-2 refine video past its training resolution, and the GPUs work "
+    "independently. Tiles see only their own region, so start from the stage-1 result re-noised to a "
+    "moderate sigma (default 0.625, 0.4, 0.0): from pure noise (sigma 1.0) the tiles would invent unrelated "
+    "content, and the node refuses it. The audio of the output is the stage-1 audio, unchanged."
+)
+
+
+def parse_tiles(choice: str) -> tuple[int, int]:
+    """'auto' -> (AUTO, AUTO); 'RxC' -> (R, C) tiles along (height, width)."""
+    if choice.strip().lower() == "auto":
+        return AUTO, AUTO
+    match = _GRID_PATTERN.match(choice)
+    if match is None:
+        raise ValueError(f"tiles {choice!r} is not 'auto' or 'RxC' (rows x columns, e.g. '2x2')")
+    return int(match.group(1)), int(match.group(2))
+
+
+class LTX2TDPUpscaler:
+    DESCRIPTION = TOOLTIP
+    CATEGORY = CATEGORY
+    RETURN_TYPES = ("LATENT",)
+    FUNCTION = "upscale"
+
+    @classmethod
+    def INPUT_TYPES(cls) -> dict:
+        return {
+            "required": {
+                "mgpu_model": (
+                    "MGPU_MODEL",
+                    {"tooltip": "From MGPU Loader (with the distilled LoRA for stage 2)."},
+                ),
+                "positive": ("CONDITIONING", {"tooltip": "The stage-1 prompt (through LTXVConditioning)."}),
+                "negative": ("CONDITIONING", {"tooltip": "Negative prompt; unused at cfg 1."}),
+                "latent": (
+                    "LATENT",
+                    {
+                        "tooltip": "The stage-1 result: video, or audio+video from the SP Sampler. A noise mask "
+                        "is dropped, as LTXVLatentUpsampler does; the audio passes through unchanged."
+                    },
+                ),
+                "upscale_model": (
+                    comfy.filename_list("latent_upscale_models"),
+                    {
+                        "tooltip": "The spatial x2 latent upscaler (ltx-2-spatial-upscaler-x2) of this checkpoint."
+                    },
+                ),
+                "sampler_name": (list(SAMPLERS), {"default": "euler_ancestral"}),
+                "cfg": (
+                    "FLOAT",
+                    {
+                        "default": 1.0,
+                        "min": 0.0,
+                        "max": 100.0,
+                        "step": 0.1,
+                        "round": 0.01,
+                        "tooltip": "Guidance scale. 1 (no negative pass) for the distilled stage 2.",
+                    },
+                ),
+                "seed": (
+                    "INT",
+                    {"default": 0, "min": 0, "max": 0xFFFFFFFFFFFFFFFF, "control_after_generate": True},
+                ),
+                "tiles": (
+                    list(TILE_CHOICES),
+                    {
+                        "default": "auto",
+                        "tooltip": "Tile grid, rows x columns. auto: one tile per GPU in a balanced grid "
+                        "(4 GPUs: 2x2; 2: 1x2 along the longer side; 8: 2x4). More tiles than GPUs run in turns.",
+                    },
+                ),
+                "overlap": (
+                    "INT",
+                    {
+                        "default": 5,
+                        "min": 0,
+                        "max": 32,
+                        "step": 1,
+                        "tooltip": "Latent cells (32 px each) shared by neighbouring tiles and blended. More "
+                        "hides seams better and costs more tokens per tile.",
+                    },
+                ),
+            },
+            "optional": {
+                "sigmas": (
+                    "SIGMAS",
+                    {"tooltip": "Stage-2 schedule; 0.625, 0.4, 0.0 when not connected. Must start below 1."},
+                ),
+            },
+            "hidden": {"unique_id": "UNIQUE_ID"},
+        }
+
+    def upscale(
+        self,
+        mgpu_model: MGPUModel,
+        positive,
+        negative,
+        latent: dict,
+        upscale_model: str,
+        sampler_name: str,
+        cfg: float,
+        seed: int,
+        tiles: str,
+        overlap: int,
+        sigmas: torch.Tensor | None = None,
+        unique_id=None,
+    ):
+        from ..workers.checkpoint import read_checkpoint_config  # imports ltx-core: only when used
+
+        parts = split_latent(latent)
+        tiles_h, tiles_w = parse_tiles(tiles)
+        upscaler = comfy.full_path(UPSCALER_FOLDERS, upscale_model)
+        out_shape = upscaled_latent_shape(tuple(parts.video.shape), read_checkpoint_config(upscaler))
+        schedule = torch.tensor(DEFAULT_SIGMAS) if sigmas is None else sigmas
+        pos, frame_rate = conditioning_args(positive, "positive")
+        neg = None if cfg == 1.0 else conditioning_args(negative, "negative")[0]
+        out_video = output_slot(out_shape, torch.float32)
+        args = {
+            "video": parts.video.float().contiguous(),
+            "audio": None if parts.audio is None else parts.audio.float().contiguous(),
+            "positive": pos,
+            "negative": neg,
+            "frame_rate": frame_rate,
+            "sigmas": schedule.float().cpu().contiguous(),
+            "sampler": sampler_name,
+            "cfg": cfg,
+            "seed": seed,
+            "tiles_h": tiles_h,
+            "tiles_w": tiles_w,
+            "overlap": overlap,
+            "upscaler": str(upscaler),
+            "max_video_tokens": mgpu_model.max_video_tokens,
+            "out_video": out_video,
+        }
+        run_job(mgpu_model, "tdp_upscale", args, node_id=unique_id, total=max(1, schedule.numel() - 1))
+        out = {k: v for k, v in latent.items() if k != "noise_mask"}  # the mask was for stage-1 cells
+        out["samples"] = (
+            comfy.nested_tensor([out_video.tensor, parts.audio]) if parts.nested else out_video.tensor
+        )
+        return (out,)
+
+
+NODE_CLASSES = {"LTX2TDPUpscaler": (LTX2TDPUpscaler, "TDP Upscaler")}

@@ -1,0 +1,263 @@
+"""Tile geometry for tiled data parallelism (TDP): pure functions, no process group, no model.
+
+NOTE [tdp tiles]: the upscaled video latent [B, C, F, H, W] is cut into a grid of `tiles_h x tiles_w`
+boxes over the spatial axes (time is never tiled: every tile holds all frames). Along an axis of
+`extent` cells, `count` tiles with `overlap` shared cells between neighbours have
+`size = (extent + overlap * (count - 1)) // count` cells, the first `remainder` tiles one more, so the
+tiles cover the axis exactly and every pair of neighbours shares exactly `overlap` cells. Tiles are
+numbered row-major (height, then width) and dealt round-robin to ranks, so there may be more tiles
+than ranks (tile i runs on rank i mod N) or fewer (idle ranks contribute zeros to the sum).
+
+NOTE [blend weights]: each tile weights its output with a separable trapezoid: 1 inside, ramps of
+k / (overlap + 1) into the shared cells. Lightricks' ramps (ltx_core.tiling) sum to one only up to
+rounding, and not at all where one tile's two ramps meet (tiles shorter than twice the overlap).
+Here, per axis, the integer trapezoid heights of the tiles covering a cell are normalised by their
+sum and quantised to multiples of 2**-WEIGHT_BITS, the last tile taking the remainder, so the 1-D
+weights of every cell sum to exactly 1; a 2-D weight is the product of two such numbers, a multiple
+of 2**-24, which float32 holds exactly, as it does every partial sum of them. So the blended sum of
+all tiles is a partition of unity bit for bit, whatever the counts, sizes and overlap.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+# 1-D weights are multiples of 2**-12: two tiled axes -> products on a 2**-24 grid, exact in float32
+# (24-bit significand). The ramp shape moves by at most 2**-13, far below anything visible.
+WEIGHT_BITS = 12
+WEIGHT_ONE = 1 << WEIGHT_BITS
+# tiles_h = tiles_w = AUTO: one tile per rank, the factor pair closest to square (balanced_grid).
+# Lightricks' balanced_tile_split factors the same way but always puts the larger count on the width.
+AUTO = 0
+# LTX-2's VAE: one latent cell is 32 x 32 pixels (for messages only).
+PIXELS_PER_CELL = 32
+
+
+@dataclass(frozen=True)
+class AxisSpan:
+    """One tile along one axis: cells [start, end) of the full extent."""
+
+    start: int
+    end: int
+
+    @property
+    def size(self) -> int:
+        return self.end - self.start
+
+    @property
+    def slice(self) -> slice:
+        return slice(self.start, self.end)
+
+
+@dataclass(frozen=True)
+class Tile:
+    """One box of the grid. index: row-major number (rank = index mod world size).
+    weight_h [h.size] / weight_w [w.size]: int64 numerators of the 1-D blend weights (/ WEIGHT_ONE)."""
+
+    index: int
+    h: AxisSpan
+    w: AxisSpan
+    weight_h: torch.Tensor
+    weight_w: torch.Tensor
+
+    def shape(self, full_shape: tuple[int, ...]) -> tuple[int, int, int, int, int]:
+        """[B, C, F, h, w] of this tile cut from a latent of `full_shape` [B, C, F, H, W]."""
+        b, c, f = full_shape[:3]
+        return (b, c, f, self.h.size, self.w.size)
+
+    def blend_mask(
+        self, dtype: torch.dtype = torch.float32, device: torch.device | None = None
+    ) -> torch.Tensor:
+        """[h, w] weights (exact products on the 2**-24 grid), to broadcast over [B, C, F, h, w]."""
+        numerators = self.weight_h[:, None] * self.weight_w[None, :]  # < 2**24: exact in int64 and float32
+        mask = numerators.to(torch.float32) * (1.0 / (WEIGHT_ONE * WEIGHT_ONE))
+        return mask.to(device=device, dtype=dtype)
+
+    def cut(self, latent: torch.Tensor) -> torch.Tensor:
+        """This tile of a [B, C, F, H, W] tensor (a view)."""
+        return latent[:, :, :, self.h.slice, self.w.slice]
+
+
+@dataclass(frozen=True)
+class TileGrid:
+    """The tiles of one latent. extent: (H, W) in latent cells; counts: (tiles_h, tiles_w)."""
+
+    extent: tuple[int, int]
+    counts: tuple[int, int]
+    overlap: int
+    tiles: tuple[Tile, ...]
+
+    def for_rank(self, rank: int, world_size: int) -> tuple[Tile, ...]:
+        """Round-robin: tile i belongs to rank i mod world_size."""
+        return tuple(t for t in self.tiles if t.index % world_size == rank)
+
+    @property
+    def largest_tile_cells(self) -> int:
+        """h * w of the largest tile (times frames = its video token count)."""
+        return max(t.h.size * t.w.size for t in self.tiles)
+
+
+def max_tiles(extent: int, overlap: int) -> int:
+    """Most tiles an axis of `extent` cells holds when each must exceed `overlap` cells."""
+    return max(1, extent - overlap)
+
+
+def split_axis(extent: int, count: int, overlap: int, axis: str) -> tuple[AxisSpan, ...]:
+    """`count` spans covering [0, extent), neighbours sharing `overlap` cells (NOTE [tdp tiles]).
+
+    Raises ValueError naming the axis, the extent in latent cells and the overlap when every tile
+    cannot be longer than the overlap (a tile no longer than the overlap would not advance).
+    """
+    if count < 1:
+        raise ValueError(f"tiles along {axis} must be at least 1, got {count}")
+    if overlap < 0:
+        raise ValueError(f"overlap must be 0 or more latent cells, got {overlap}")
+    if count == 1:
+        return (AxisSpan(0, extent),)
+    if count > max_tiles(extent, overlap):
+        raise ValueError(
+            f"{count} tiles along {axis} do not fit: the upscaled latent is {extent} cells "
+            f"({extent * PIXELS_PER_CELL} px) "
+            f"along {axis}, and with an overlap of {overlap} cells every tile needs at least {overlap + 1} "
+            f"cells, which allows at most {max_tiles(extent, overlap)} tiles. Use fewer tiles along {axis} "
+            "or a smaller overlap."
+        )
+    total = extent + overlap * (count - 1)
+    size, remainder = divmod(total, count)
+    spans = []
+    for i in range(count):
+        start = i * (size - overlap) + min(i, remainder)
+        spans.append(AxisSpan(start, start + size + (1 if i < remainder else 0)))
+    return tuple(spans)
+
+
+def axis_weights(spans: tuple[AxisSpan, ...], extent: int, overlap: int) -> list[torch.Tensor]:
+    """Per span, int64 weight numerators over its cells; at every cell of the axis the numerators
+    of the spans covering it sum to exactly WEIGHT_ONE (NOTE [blend weights])."""
+    heights = []
+    for i, span in enumerate(spans):
+        j = torch.arange(span.size, dtype=torch.int64)
+        flat = torch.full_like(j, overlap + 1)
+        left = j + 1 if i > 0 else flat  # a ramp only where a neighbour shares the cells
+        right = span.size - j if i < len(spans) - 1 else flat
+        heights.append(torch.minimum(torch.minimum(left, right), flat))
+    total = torch.zeros(extent, dtype=torch.int64)
+    for span, height in zip(spans, heights):
+        total[span.slice] += height
+    weights = []
+    assigned = torch.zeros(extent, dtype=torch.int64)
+    for i, (span, height) in enumerate(zip(spans, heights)):
+        share = (height * WEIGHT_ONE + total[span.slice] // 2) // total[span.slice]  # rounded
+        if i + 1 < len(spans):
+            # A later span still covers a cell iff the cell lies at or after that span's start.
+            covered_later = torch.arange(span.start, span.end) >= spans[i + 1].start
+        else:
+            covered_later = torch.zeros(span.size, dtype=torch.bool)
+        share = torch.where(covered_later, share, WEIGHT_ONE - assigned[span.slice])
+        assigned[span.slice] += share
+        weights.append(share)
+    return weights
+
+
+def balanced_grid(world_size: int, extent_h: int, extent_w: int) -> tuple[int, int]:
+    """(tiles_h, tiles_w) with tiles_h * tiles_w = world_size, as square as possible, the larger
+    count along the longer axis: 4 -> 2x2, 2 -> 1x2 (landscape), 3 -> 1x3, 8 -> 2x4, 6 -> 2x3."""
+    small = max(d for d in range(1, math.isqrt(world_size) + 1) if world_size % d == 0)
+    large = world_size // small
+    return (large, small) if extent_h > extent_w else (small, large)
+
+
+def resolve_counts(
+    tiles_h: int, tiles_w: int, world_size: int, extent: tuple[int, int], overlap: int
+) -> tuple[int, int]:
+    """Counts as asked, or for AUTO (both 0) a balanced grid over the group, each axis lowered to
+    what fits (NOTE [tdp tiles]); a lowered auto grid leaves some ranks idle rather than failing."""
+    if tiles_h == AUTO and tiles_w == AUTO:
+        auto_h, auto_w = balanced_grid(world_size, *extent)
+        return min(auto_h, max_tiles(extent[0], overlap)), min(auto_w, max_tiles(extent[1], overlap))
+    if tiles_h < 1 or tiles_w < 1:
+        raise ValueError(
+            f"tiles must be 'auto' or at least 1 per axis, got {tiles_h} x {tiles_w} (height x width)"
+        )
+    return tiles_h, tiles_w
+
+
+def make_grid(extent: tuple[int, int], counts: tuple[int, int], overlap: int) -> TileGrid:
+    """The grid of `counts` (tiles_h, tiles_w) tiles over `extent` (H, W) latent cells.
+    Raises ValueError (split_axis) when a count does not fit its axis."""
+    spans_h = split_axis(extent[0], counts[0], overlap, "height")
+    spans_w = split_axis(extent[1], counts[1], overlap, "width")
+    weights_h = axis_weights(spans_h, extent[0], overlap)
+    weights_w = axis_weights(spans_w, extent[1], overlap)
+    tiles = tuple(
+        Tile(i * len(spans_w) + j, sh, sw, weights_h[i], weights_w[j])
+        for i, sh in enumerate(spans_h)
+        for j, sw in enumerate(spans_w)
+    )
+    return TileGrid(extent=extent, counts=counts, overlap=overlap, tiles=tiles)
+
+
+def tile_positions(positions: torch.Tensor, full_shape: tuple[int, ...], tile: Tile) -> torch.Tensor:
+    """The tile's generated-token positions [B, 3, F*h*w, 2] cut from the full latent's positions
+    [B, 3, F*H*W, 2] (token order (frame, row, column), as latents.video_to_tokens)."""
+    b, _, f, h, w = full_shape
+    grid = positions.view(b, positions.shape[1], f, h, w, 2)[:, :, :, tile.h.slice, tile.w.slice]
+    return grid.reshape(b, positions.shape[1], -1, 2)
+
+
+def shift_to_origin(positions: torch.Tensor, num_generated: int) -> torch.Tensor:
+    """Positions [B, A, N, 2] moved so the first `num_generated` tokens start at zero on every axis.
+
+    One offset per (batch item, axis): the smallest start among the generated tokens. Every token
+    (appended conditioning and reference tokens too) moves by it, so interval widths and the gaps
+    between tokens are kept; only the origin moves, into the range the model was trained on.
+    """
+    offset = positions[:, :, :num_generated, 0].amin(dim=2)  # [B, A]
+    return positions - offset[:, :, None, None]
+
+
+def tile_bounds(positions: torch.Tensor, full_shape: tuple[int, ...], grid: TileGrid) -> torch.Tensor:
+    """[num_tiles, B, 3, 2]: per tile the smallest start and largest end of its generated tokens."""
+    bounds = []
+    for tile in grid.tiles:
+        p = tile_positions(positions, full_shape, tile)
+        bounds.append(torch.stack((p[..., 0].amin(dim=2), p[..., 1].amax(dim=2)), dim=-1))
+    return torch.stack(bounds)
+
+
+def extra_token_weights(bounds: torch.Tensor, extra_positions: torch.Tensor) -> torch.Tensor:
+    """Which tiles keep each appended (conditioning) token, and with what blend weight.
+
+    bounds: [num_tiles, B, 3, 2] from `tile_bounds`; extra_positions: [B, 3, M, 2] of the tokens
+    appended after the generated ones. A tile keeps a token whose [start, end) overlaps the tile on
+    every axis for some batch item; reference tokens (negative start time) are kept by every tile,
+    and so is a token that overlaps no tile (rather than being dropped, as a tile-only rule would).
+    Returns [num_tiles, M] float32: 1 / (number of tiles keeping the token) where kept, else 0; the
+    columns sum to one, so the tiles' weighted outputs add up to one copy of each token.
+    """
+    starts, ends = extra_positions[..., 0], extra_positions[..., 1]  # [B, 3, M]
+    overlaps = (starts[None] < bounds[..., 1:2]) & (ends[None] > bounds[..., 0:1])  # [tiles, B, 3, M]
+    keep = overlaps.all(dim=2).any(dim=1)  # [tiles, M]
+    shared = (starts[:, 0] < 0).any(dim=0) | ~keep.any(dim=0)  # [M]: reference or orphan tokens
+    keep = keep | shared[None]
+    return keep.to(torch.float32) / keep.sum(dim=0, keepdim=True).to(torch.float32)
+
+
+def upscaled_latent_shape(shape: tuple[int, ...], upsampler_config: dict[str, Any]) -> tuple[int, ...]:
+    """[B, C, F, 2H, 2W] for a spatial x2 latent upsampler's metadata config; ValueError otherwise."""
+    spatial = bool(upsampler_config.get("spatial_upsample", True))
+    temporal = bool(upsampler_config.get("temporal_upsample", False))
+    scale = float(upsampler_config.get("spatial_scale", 2.0))
+    if not spatial or temporal or scale != 2.0:
+        raise ValueError(
+            f"the upscale model is not a spatial x2 upsampler (spatial_upsample={spatial}, "
+            f"temporal_upsample={temporal}, spatial_scale={scale:g}); the TDP Upscaler takes the spatial x2 "
+            "latent upscaler (ltx-2-spatial-upscaler-x2). Pick that file, or run other upsamplers with "
+            "LTXVLatentUpsampler."
+        )
+    b, c, f, h, w = shape
+    return (b, c, f, 2 * h, 2 * w)
