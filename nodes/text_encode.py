@@ -1,0 +1,135 @@
+"""MGPU Text Encode: Gemma 3 on the worker group's GPUs -> CONDITIONING as ComfyUI's LTX-2 encoder gives it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from ..workers.checkpoint import read_safetensors_header
+from ..workers.client import output_slot
+from ..workers.manager import MGPUModel
+from ..workers.ops_text import PLACEMENTS
+from ..workers.text_encoder import open_gemma
+from ..workers.text_tokenizer import load_prompt_tokenizer
+from . import comfy
+from .jobs import run_job
+from .loader import CATEGORY
+
+FOLDER = "text_encoders"
+PROJECTION_KEY = "text_embedding_projection.aggregate_embed.weight"
+# HF-style folders are listed as "<relative folder>/" (ComfyUI lists files only); how deep to look.
+MAX_FOLDER_DEPTH = 2
+
+
+def _hf_folders(root: Path) -> list[Path]:
+    patterns = ("/".join(["*"] * depth + ["config.json"]) for depth in range(1, MAX_FOLDER_DEPTH + 1))
+    configs = sorted(c for pattern in patterns for c in root.glob(pattern))
+    return [c.parent for c in configs if any(c.parent.glob("*.safetensors"))]
+
+
+def text_encoder_choices() -> list[str]:
+    """Files of ComfyUI's text_encoders folders, plus HF-style folders (config.json + safetensors) as
+    "<folder>/" in place of their shard files."""
+    folders: list[str] = []
+    for root in comfy.folder_roots(FOLDER):
+        if root.is_dir():
+            folders += [f"{f.relative_to(root).as_posix()}/" for f in _hf_folders(root)]
+    files = [n for n in comfy.filename_list(FOLDER) if not any(n.startswith(f) for f in folders)]
+    return sorted(set(files)) + sorted(set(folders))
+
+
+def resolve_text_encoder(name: str) -> Path:
+    """The file or HF folder a choice names. Outside ComfyUI: a path to an existing file or folder."""
+    roots = comfy.folder_roots(FOLDER)
+    candidate = Path(name)
+    if not roots:
+        if candidate.exists():
+            return candidate.resolve()
+        raise ValueError(
+            f"text encoder {name!r} not found (outside ComfyUI, give the path of a file or folder)"
+        )
+    if not name.endswith("/"):
+        return comfy.full_path((FOLDER,), name)
+    if candidate.is_absolute() or ".." in candidate.parts:
+        raise ValueError(
+            f"text encoder {name!r} points outside ComfyUI's {FOLDER} folders; pick one from the list"
+        )
+    for root in roots:
+        if (root / candidate).is_dir():
+            return root / candidate
+    raise ValueError(f"{name!r} is not a folder in ComfyUI's {FOLDER} folders; pick one from the list")
+
+
+def projection_width(checkpoint: str | Path) -> int:
+    """C of the conditioning [1, n, C]: the output width of the checkpoint's text projection."""
+    shape = read_safetensors_header(checkpoint).shapes.get(PROJECTION_KEY)
+    if shape is None or len(shape) != 2:
+        raise ValueError(
+            f"the checkpoint {Path(checkpoint).name} has no {PROJECTION_KEY}; MGPU Text Encode needs an LTX-2 "
+            "checkpoint with its single text projection (LTX-2 19B files and the tiny model have one)"
+        )
+    return int(shape[0])
+
+
+class LTX2MGPUTextEncode:
+    DESCRIPTION = (
+        "Encodes a prompt with Gemma 3 (the LTX-2 text encoder) on the worker group's GPUs: layers spread over "
+        "the GPUs, or a full copy on each. Gives the same CONDITIONING as LTXAVTextEncoderLoader + CLIPTextEncode, "
+        "so LTXVConditioning, the SP Sampler and native samplers take it. The weights stay loaded until the "
+        "models are unloaded."
+    )
+    CATEGORY = CATEGORY
+    RETURN_TYPES = ("CONDITIONING",)
+    FUNCTION = "encode"
+
+    @classmethod
+    def INPUT_TYPES(cls) -> dict:
+        return {
+            "required": {
+                "mgpu_model": (
+                    "MGPU_MODEL",
+                    {"tooltip": "From MGPU Loader; its checkpoint supplies the text projection."},
+                ),
+                "text_encoder": (
+                    text_encoder_choices(),
+                    {
+                        "tooltip": "Gemma 3 12B: the file LTXAVTextEncoderLoader takes (e.g. gemma_3_12B_it.safetensors), "
+                        "or a google/gemma-3-12b-it folder (listed as 'name/')."
+                    },
+                ),
+                "text": (
+                    "STRING",
+                    {
+                        "multiline": True,
+                        "dynamicPrompts": True,
+                        "tooltip": "One prompt, as in CLIPTextEncode (new lines are part of it).",
+                    },
+                ),
+                "placement": (
+                    list(PLACEMENTS),
+                    {
+                        "default": "auto",
+                        "tooltip": "layers: Gemma's layers split over the GPUs by free memory. replicas: a full copy "
+                        "on every GPU. auto: replicas when a copy fits each GPU comfortably, else layers.",
+                    },
+                ),
+            },
+            "hidden": {"unique_id": "UNIQUE_ID"},
+        }
+
+    def encode(
+        self, mgpu_model: MGPUModel, text_encoder: str, text: str, placement: str = "auto", unique_id=None
+    ):
+        if placement not in PLACEMENTS:
+            raise ValueError(f"placement {placement!r} is not one of {', '.join(PLACEMENTS)}")
+        path = resolve_text_encoder(text_encoder)
+        open_gemma(path)  # the file's own errors first, before a tokenizer is looked for
+        ids = load_prompt_tokenizer(path).token_ids(text)
+        out = output_slot((1, len(ids), projection_width(mgpu_model.checkpoint)), torch.float32)
+        args = {"text_encoder": str(path), "prompts": [ids], "placement": placement, "outputs": [out]}
+        run_job(mgpu_model, "encode_text", args, node_id=unique_id, total=1)
+        return ([[out.tensor, {"pooled_output": None, "unprocessed_ltxav_embeds": True}]],)
+
+
+NODE_CLASSES = {"LTX2MGPUTextEncode": (LTX2MGPUTextEncode, "MGPU Text Encode")}

@@ -1,0 +1,310 @@
+"""The "encode_text" command: Gemma 3 over the worker group -> LTX-2 text features in the client's slots.
+
+Args: "text_encoder" (path of a ComfyUI single file or an HF folder), "prompts" (token id lists,
+BOS first, from `text_tokenizer`), "placement" ("auto" | "layers" | "replicas"), "outputs" (one
+float32 output slot [1, n_p, C] per prompt, n_p = its number of ids, C = the projection's width).
+
+Placement (the Gemma weights stay resident in `runtime.state`, keyed by file version, dtype and
+placement, until the group stops or another encoder is asked for):
+- "replicas": every rank holds all of Gemma; prompt p runs on rank p mod world_size, which also
+  normalises, projects and writes its slot.
+- "layers": rank r holds a contiguous block of layers (rank 0 the embedding, the last rank the final
+  norm); each prompt's hidden state goes rank to rank by send/recv; every rank keeps the prompt
+  tokens of its layers' inputs, and rank 0 gathers them, normalises, projects and writes the slot.
+- "auto": replicas when the whole model, with headroom, fits every rank's free memory; else layers,
+  with blocks sized by each rank's free memory.
+Each prompt runs alone (batch 1, left-padded to max(1024, n)), as ComfyUI encodes it, so the result
+is the same for any placement and rank count (bit for bit on one device type).
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+
+from .gemma3 import COMPUTE_DTYPE, GemmaSegment, SequenceContext
+from .ops import InputRejected, op
+from .text_encoder import GemmaFiles, feature_dtype, load_segment, open_gemma, text_features
+from .text_tokenizer import PAD_ID, padded_length
+
+PLACEMENTS = ("auto", "layers", "replicas")
+STATE_KEY = "text_encoder"
+# "auto" picks replicas when weights x this fit each rank's free memory. Measured on an H200 with
+# Gemma 3 12B in bf16 (bench/bench_text_encode.py): 22.0 GiB of weights, peak 27.0 GiB (1.23x) for a
+# 2,048-token prompt (float32 hidden states, per-matmul float32 weight casts, attention); 1.4 leaves
+# room for prompts of about 4,000 tokens.
+REPLICA_HEADROOM = 1.4
+
+
+@dataclass
+class ResidentEncoder:
+    """Gemma as this rank holds it. blocks[r] = [start, stop) layers of rank r (all of them on
+    every rank for replicas)."""
+
+    stamp: tuple
+    dtype: torch.dtype
+    placement: str
+    blocks: tuple[tuple[int, int], ...]
+    files: GemmaFiles
+    segment: GemmaSegment
+
+
+def file_stamp(path: Path) -> tuple:
+    """Identity of a text encoder's files on disk (name, size, mtime of each weight/config file)."""
+    files = sorted([*path.glob("*.safetensors"), *path.glob("config.json")]) if path.is_dir() else [path]
+    return tuple((str(f), f.stat().st_size, f.stat().st_mtime_ns) for f in files)
+
+
+def _projection(job) -> torch.nn.Linear:
+    model = job.runtime.state.get("model")
+    if model is None:
+        raise InputRejected("no model is loaded in the worker group; run the MGPU Loader first")
+    extractor = getattr(model.processor, "feature_extractor", None)
+    projection = getattr(extractor, "aggregate_embed", None)
+    if not isinstance(projection, torch.nn.Linear):
+        raise InputRejected(
+            f"the checkpoint {model.path.name} has no single text projection (text_embedding_projection."
+            "aggregate_embed); its text path (LTX-2.3's dual projection) is not supported by MGPU Text Encode"
+        )
+    return projection
+
+
+@dataclass(frozen=True)
+class EncodeRequest:
+    """A validated "encode_text" job: the encoder's files and identity, the projection to apply."""
+
+    path: Path
+    files: GemmaFiles
+    stamp: tuple
+    placement: str
+    projection: torch.nn.Linear
+
+
+def _validate(job, args: dict) -> EncodeRequest:
+    """Everything a user can get wrong, checked alike on every rank before any collective."""
+    placement = str(args.get("placement", "auto"))
+    if placement not in PLACEMENTS:
+        raise InputRejected(f"placement {placement!r} is not one of {', '.join(PLACEMENTS)}")
+    path = Path(str(args["text_encoder"]))
+    if not path.exists():
+        raise InputRejected(f"text encoder {path} does not exist on this machine")
+    stamp = file_stamp(path)
+    current: ResidentEncoder | None = job.runtime.state.get(STATE_KEY)
+    if current is not None and current.stamp == stamp:
+        files = current.files
+    else:
+        try:
+            files = open_gemma(path)
+        except ValueError as exc:
+            raise InputRejected(str(exc)) from exc
+    projection = _projection(job)
+    config = files.config
+    if projection.in_features != config.feature_width:
+        raise InputRejected(
+            f"the text encoder {path.name} gives {config.num_hidden_states} hidden states of {config.hidden_size} "
+            f"({config.feature_width} features) but the checkpoint's text projection takes {projection.in_features}. "
+            "Pick the Gemma 3 12B text encoder that belongs to LTX-2 (for the tiny test model: the tiny Gemma)."
+        )
+    prompts, outputs = args["prompts"], args["outputs"]
+    if not prompts or len(prompts) != len(outputs):
+        raise InputRejected(
+            f"{len(prompts)} prompts but {len(outputs)} output slots; pass one slot per prompt"
+        )
+    for p, (ids, out) in enumerate(zip(prompts, outputs)):
+        if not ids or min(ids) < 0 or max(ids) >= config.vocab_size:
+            raise InputRejected(
+                f"prompt {p} holds token ids outside 0..{config.vocab_size - 1} (or none): the tokenizer does not "
+                f"belong to the text encoder {path.name}"
+            )
+        if tuple(out.shape) != (1, len(ids), projection.out_features) or out.dtype != torch.float32:
+            raise InputRejected(
+                f"output slot {p} is {list(out.shape)} {out.dtype}; expected [1, {len(ids)}, {projection.out_features}] float32"
+            )
+    return EncodeRequest(path, files, stamp, placement, projection)
+
+
+def _free_bytes(job) -> list[tuple[str, int]]:
+    """(device, free bytes for this rank) of every rank; collective. Ranks sharing a device (or the
+    host's memory, for CPU ranks) split its free memory evenly."""
+    rt = job.runtime
+    device = rt.device
+    if device.type == "cuda":
+        free, _ = torch.cuda.mem_get_info(device)
+        free += torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
+    else:
+        free = _host_available_bytes()
+    mine = (str(device) if device.type == "cuda" else "cpu", int(free))
+    everyone: list = [mine]
+    if rt.world_size > 1:
+        everyone = [None] * rt.world_size
+        dist.all_gather_object(everyone, mine, group=rt.control_group)
+    sharing = {d: sum(1 for other, _ in everyone if other == d) for d, _ in everyone}
+    return [(d, f // sharing[d]) for d, f in everyone]
+
+
+def _host_available_bytes() -> int:
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+
+
+def split_layers(num_layers: int, capacities: list[int]) -> tuple[tuple[int, int], ...]:
+    """Contiguous blocks [start, stop), one per rank in rank order, sized in proportion to
+    `capacities` (bytes each rank can give to layers), at least one layer each."""
+    world = len(capacities)
+    total = sum(max(c, 0) for c in capacities)
+    shares = [num_layers * max(c, 0) / total if total > 0 else num_layers / world for c in capacities]
+    counts = [max(1, int(s)) for s in shares]
+    order = sorted(range(world), key=lambda r: (-(shares[r] - int(shares[r])), r))
+    i = 0
+    while sum(counts) != num_layers:
+        r = order[i % world]
+        if sum(counts) < num_layers:
+            counts[r] += 1
+        elif counts[r] > 1:
+            counts[r] -= 1
+        i += 1
+    starts = [sum(counts[:r]) for r in range(world)]
+    return tuple((s, s + c) for s, c in zip(starts, counts))
+
+
+def _plan(job, files: GemmaFiles, dtype: torch.dtype, wanted: str) -> tuple[str, tuple[tuple[int, int], ...]]:
+    """Placement and every rank's layer block; collective (free memory is gathered)."""
+    config, world = files.config, job.world_size
+    free = _free_bytes(job)
+    weights = files.size_bytes(dtype)
+    placement = wanted
+    if wanted == "auto":
+        placement = "replicas" if weights * REPLICA_HEADROOM <= min(f for _, f in free) else "layers"
+    if placement == "replicas" or world == 1:
+        return placement, ((0, config.num_layers),) * world
+    if world > config.num_layers:
+        raise InputRejected(
+            f"{world} ranks but the text encoder has {config.num_layers} layers; use placement 'replicas'"
+        )
+    if sum(f for _, f in free) < weights:
+        raise InputRejected(
+            f"the text encoder needs {weights / 2**30:.1f} GiB in {dtype} but the group's devices have "
+            f"{sum(f for _, f in free) / 2**30:.1f} GiB free together; use more GPUs or free memory"
+        )
+    if all(d == "cpu" for d, _ in free):  # one shared memory: split evenly
+        return placement, split_layers(config.num_layers, [1] * world)
+    ends = files.size_bytes(dtype, ["embed_tokens.weight"])
+    capacities = [f - (ends if r == 0 else 0) for r, (_, f) in enumerate(free)]
+    return placement, split_layers(config.num_layers, capacities)
+
+
+def _resident(job, request: EncodeRequest) -> tuple[ResidentEncoder, bool]:
+    """The encoder this job runs on: the resident one when it matches, else loaded now (collective)."""
+    rt = job.runtime
+    files, stamp, wanted = request.files, request.stamp, request.placement
+    dtype = rt.state["model"].dtype
+    current: ResidentEncoder | None = rt.state.get(STATE_KEY)
+    if current is not None and current.stamp == stamp and current.dtype == dtype:
+        if wanted in ("auto", current.placement) or job.world_size == 1:  # one rank: both are the same
+            return current, False
+    rt.state.pop(STATE_KEY, None)
+    current = None
+    gc.collect()
+    if rt.device.type == "cuda":
+        torch.cuda.empty_cache()
+    placement, blocks = _plan(job, files, dtype, wanted)
+    start, stop = blocks[job.rank]
+    segment = load_segment(files, start, stop, rt.device, dtype)
+    encoder = ResidentEncoder(stamp, dtype, placement, blocks, files, segment)
+    rt.state[STATE_KEY] = encoder
+    return encoder, True
+
+
+def _padded_ids(ids: list[int], device: torch.device) -> torch.Tensor:
+    length = padded_length(len(ids))
+    return torch.tensor([[PAD_ID] * (length - len(ids)) + list(ids)], dtype=torch.long, device=device)
+
+
+def _run_whole(encoder: ResidentEncoder, ids: list[int], device: torch.device) -> list[torch.Tensor]:
+    n = len(ids)
+    context = SequenceContext.build(encoder.files.config, padded_length(n), n, device)
+    states: list[torch.Tensor] = []
+    encoder.segment(encoder.segment.embed(_padded_ids(ids, device)), context, states)
+    return states
+
+
+def _encode_replicas(job, encoder: ResidentEncoder, prompts, outputs, projection, dtype) -> None:
+    rank, world, device = job.rank, job.world_size, job.runtime.device
+    rounds = -(-len(prompts) // world)
+    for r in range(rounds):
+        job.check_cancel()
+        p = r * world + rank
+        if p < len(prompts):
+            outputs[p].copy_(text_features(_run_whole(encoder, prompts[p], device), projection, dtype))
+        job.progress(min(len(prompts), (r + 1) * world), len(prompts))
+
+
+def _send(tensor: torch.Tensor, dst: int) -> None:
+    if tensor.is_cuda and dist.get_backend() == "gloo":  # gloo moves host memory (ranks sharing a GPU)
+        tensor = tensor.cpu()
+    dist.send(tensor.contiguous(), dst)
+
+
+def _recv(shape: tuple[int, ...], src: int, device: torch.device) -> torch.Tensor:
+    staged = device.type == "cuda" and dist.get_backend() == "gloo"
+    buffer = torch.empty(shape, dtype=COMPUTE_DTYPE, device="cpu" if staged else device)
+    dist.recv(buffer, src)
+    return buffer.to(device)
+
+
+def _encode_layers(job, encoder: ResidentEncoder, prompts, outputs, projection, dtype) -> None:
+    rank, world, device = job.rank, job.world_size, job.runtime.device
+    config, segment = encoder.files.config, encoder.segment
+    for p, ids in enumerate(prompts):
+        job.check_cancel()
+        n, length = len(ids), padded_length(len(ids))
+        context = SequenceContext.build(config, length, n, device)
+        if segment.has_embedding:
+            x = segment.embed(_padded_ids(ids, device))
+        else:
+            x = _recv((1, length, config.hidden_size), rank - 1, device)
+        states: list[torch.Tensor] = []
+        x = segment(x, context, states)
+        if rank < world - 1:
+            _send(x, rank + 1)
+        if rank > 0:
+            _send(torch.stack(states), 0)
+            continue
+        for src in range(1, world):
+            start, stop = encoder.blocks[src]
+            count = stop - start + (1 if stop == config.num_layers else 0)
+            states.extend(_recv((count, 1, n, config.hidden_size), src, device).unbind(0))
+        outputs[p].copy_(text_features(states, projection, dtype))
+        job.progress(p + 1, len(prompts))
+
+
+@op("encode_text")
+def encode_text(job, args: dict) -> dict:
+    request = _validate(job, args)
+    began = time.perf_counter()
+    encoder, loaded = _resident(job, request)
+    load_s = time.perf_counter() - began
+    dtype = feature_dtype(job.runtime.device, encoder.dtype)
+    began = time.perf_counter()
+    run = _encode_replicas if encoder.placement == "replicas" or job.world_size == 1 else _encode_layers
+    with torch.inference_mode():
+        run(job, encoder, args["prompts"], args["outputs"], request.projection, dtype)
+    return {
+        "placement": encoder.placement,
+        "layers": list(encoder.blocks[job.rank]),
+        "loaded": loaded,
+        "load_s": load_s,
+        "encode_s": time.perf_counter() - began,
+    }
