@@ -126,6 +126,31 @@ def attention_kernels(model, video, audio) -> list[str]:
     return sorted(n for n in names if any(k in n.lower() for k in keys))[:12]
 
 
+def time_sp(devices: str, config: dict, shapes: dict, dtype: torch.dtype, repeats: int, result: dict) -> None:
+    """The engine's step on a sequence-parallel group; speed-up against the 1-rank worker above."""
+    placement = Placement(tuple(devices.split(",")))
+    group = WorkerGroup(placement).start()
+    try:
+        loaded = group.run(
+            "load_random_model", {"dtype": str(dtype).removeprefix("torch."), "config": config}
+        )
+        for case in result["cases"]:
+            shape = shapes[case["video_tokens"]]
+            args = {"video_shape": list(shape), "audio_frames": AUDIO_FRAMES, "repeats": repeats, "warmup": 1}
+            sp = group.run("bench_forward", {**args, "compare_plain": False})[0]
+            row = {
+                "devices": devices,
+                "exchange": loaded[0]["exchange"],
+                "ms": sp["times_ms"],
+                "speedup_vs_1_gpu": median(case["worker_1rank_ms"]) / median(sp["times_ms"]),
+            }
+            row["scaling_efficiency"] = row["speedup_vs_1_gpu"] / placement.world_size
+            case.setdefault("sequence_parallel", []).append(row)
+            print(json.dumps({"video_tokens": case["video_tokens"], **row}), flush=True)
+    finally:
+        group.stop()
+
+
 def median(xs: list[float]) -> float:
     return sorted(xs)[len(xs) // 2]
 
@@ -135,6 +160,12 @@ def main() -> None:
     parser.add_argument("--out", required=True)
     parser.add_argument("--tiny", action="store_true", help="CPU smoke run with a small configuration")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument(
+        "--sp-devices",
+        nargs="*",
+        default=[],
+        help="also time SP groups, e.g. cuda:0,cuda:1 (one GPU per rank)",
+    )
     args = parser.parse_args()
     device = torch.device("cpu" if args.tiny else "cuda:0")
     config = {**LTX2_19B_TRANSFORMER, **(TINY if args.tiny else {})}
@@ -195,6 +226,8 @@ def main() -> None:
             print(json.dumps(case), flush=True)
     finally:
         group.stop()
+    for devices in args.sp_devices:
+        time_sp(devices, config, shapes, dtype, args.repeats, result)
     with open(args.out, "w") as f:
         json.dump(result, f, indent=2)
     print(json.dumps({k: v for k, v in result.items() if k != "cases"}, indent=2))

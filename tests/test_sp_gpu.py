@@ -64,3 +64,27 @@ def test_bf16_parity_2_and_4_ranks_on_one_gpu(manager, tiny_path, backend):
                 assert rel <= BF16_RELATIVE_TOLERANCE
     finally:
         manager.env = {}
+
+
+@pytest.mark.multigpu
+def test_bf16_parity_one_rank_per_gpu_against_one_gpu(manager, tiny_path):
+    """Two GPUs, NCCL for collectives, the IPC kernel across the GPUs for the head exchange."""
+    count = torch.cuda.device_count()
+    g = torch.Generator().manual_seed(0)
+    video = torch.randn(SHAPE, generator=g)
+    audio = torch.randn(1, 8, 11, 16, generator=g)
+    positive = tiny_conditioning(13, 64, seed=1)
+    one = _forward(
+        manager, MGPUModel.create(tiny_path, devices="cuda:0", dtype="bfloat16"), video, audio, positive
+    )
+    for ranks in sorted({2, count}):
+        devices = ",".join(f"cuda:{i}" for i in range(ranks))
+        many = _forward(
+            manager, MGPUModel.create(tiny_path, devices=devices, dtype="bfloat16"), video, audio, positive
+        )
+        for name, a, b in (("video", many[0], one[0]), ("audio", many[1], one[1])):
+            rel = float((a - b).abs().max()) / float(b.abs().max())
+            print(
+                f"\n[multigpu sp] {many[2]} {ranks} GPUs {name}: max abs {float((a - b).abs().max()):.3e}, relative {rel:.3e}"
+            )
+            assert rel <= BF16_RELATIVE_TOLERANCE
