@@ -84,6 +84,8 @@ def _adaln(adaln: torch.nn.Module, timesteps: torch.Tensor, batch: int, dtype: t
     flat = timesteps.flatten()
     values, index = torch.unique(flat, return_inverse=True)
     emb, _ = adaln(values, hidden_dtype=dtype)
+    if values.numel() == 1:
+        return emb.view(1, 1, -1).expand(batch, 1, -1)  # broadcast, never materialised per token
     return emb[index].view(batch, -1, emb.shape[-1])
 
 
