@@ -1,0 +1,266 @@
+"""Benchmark of the Distributed VAE Decode: time and per-worker peak memory against the rank count,
+and the shared-memory hand-back of the decoded frames against a plain memcpy of the same size.
+
+    python bench/bench_vae.py --out vae_cpu.json                      # tiny model, CPU ranks 1 2 3
+    python bench/bench_vae.py --gpu --out vae_gpu.json                # LTX-2's VAE at 1024x1536x121, GPUs
+
+Each case starts a worker group (one process per rank), decodes once to load the decoder (not
+timed), then `--repeats` times through the same command the node runs ("vae_decode", auto tiles
+unless --tile-size is given). Per case: the client's wall time (best), each rank's seconds per phase
+(decode, write into the IMAGE, overlap exchange, blend), tiles, and peak memory during the job
+(CPU: peak resident set, which counts the IMAGE pages the rank wrote; CUDA: torch's peak allocated;
+`job_memory_bytes` = peak minus the figure when the job started, i.e. without the weights).
+
+Hand-back: ranks write their frames straight into the shared-memory IMAGE the node returns (no
+gather, no copy afterwards). `handback_GBps` = bytes a rank wrote / seconds it spent writing (that
+includes the channels-last layout change and, on GPUs, the device-to-host copy); it is set against a
+plain memcpy of a tensor of the IMAGE's size in the bench process, into fresh pages (first touch, as
+the IMAGE is fresh each job) and into touched pages, and on --gpu a device-to-host copy.
+
+CPU ranks get `--threads-per-rank` threads (default 1) so rank counts compare equal work per core;
+on a machine with C cores keep ranks <= C. --gpu: the LTX-2 (19B) video decoder's configuration
+(conv_in 128->1024, 4 x 5 res blocks, three 2x2x2 residual upsamplers, base 128 channels; diffusers'
+LTX-2.0 conversion config) with random weights, in a checkpoint whose other parts are the tiny
+model's, bf16, one GPU per rank (ranks default 1, 2, 4, 8 up to the GPUs present).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import platform
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+from ltx2_mgpu.workers import launcher, shm, tiny_model
+from ltx2_mgpu.workers.client import output_slot
+from ltx2_mgpu.workers.manager import MGPUModel, get_manager
+from ltx2_mgpu.workers.strategies.vae_tiles import TileSettings
+from ltx2_mgpu.workers.vae_outputs import image_shape
+
+TINY_LATENT = (4, 16, 24)  # 25 frames of 512 x 768
+REAL_LATENT = (16, 32, 48)  # 121 frames of 1024 x 1536 (the issue's figure)
+# LTX-2's video decoder, listed pixel side first as the released config lists it (ltx-core runs it
+# reversed): 5 res blocks per level, residual 2x2x2 upsamplers that halve the channels.
+LTX2_DECODER_BLOCKS = [
+    ["res_x", {"num_layers": 5, "inject_noise": False}],
+    ["compress_all", {"residual": True, "multiplier": 2}],
+    ["res_x", {"num_layers": 5, "inject_noise": False}],
+    ["compress_all", {"residual": True, "multiplier": 2}],
+    ["res_x", {"num_layers": 5, "inject_noise": False}],
+    ["compress_all", {"residual": True, "multiplier": 2}],
+    ["res_x", {"num_layers": 5, "inject_noise": False}],
+]
+LTX2_DECODER_BASE_CHANNELS = 128
+GB = 1e9
+
+
+def real_vae_checkpoint(directory: Path, seed: int = 0) -> Path:
+    """The tiny checkpoint with LTX-2's full-size video decoder (random weights, ~1 GB in bf16)."""
+    config = tiny_model.tiny_checkpoint_config()
+    config["vae"] = {
+        **config["vae"],
+        "decoder_blocks": LTX2_DECODER_BLOCKS,
+        "decoder_base_channels": LTX2_DECODER_BASE_CHANNELS,
+    }
+    tensors: dict[str, torch.Tensor] = {}
+    # The tiny model's own writer (meta modules -> seeded values -> one safetensors file).
+    for build, to_file_key in tiny_model._checkpoint_components(config):
+        tensors.update(tiny_model._random_tensors(build(), to_file_key, seed))
+    path = directory / "ltx2-tiny-with-ltx2-vae.safetensors"
+    tiny_model._save(tensors, config, path)
+    return path
+
+
+def memcpy_GBps(nbytes: int, device: str = "cpu", repeats: int = 3) -> dict:
+    """Best-of copy bandwidth of `nbytes` float32 from `device`: into fresh private pages, touched
+    pages, fresh and touched shared-memory pages (the IMAGE is a fresh segment every job: its first
+    write pays the page faults), and for a GPU source also into pinned memory."""
+    numel = nbytes // 4
+    src = torch.rand(numel, device=device)
+    out: dict[str, float] = {}
+    prefix = "memcpy" if device == "cpu" else "d2h"
+
+    def best(label: str, make_dst) -> None:
+        times = []
+        for _ in range(repeats):
+            dst, release = make_dst()
+            if device != "cpu":
+                torch.cuda.synchronize()
+            start = time.perf_counter()
+            dst.copy_(src)
+            if device != "cpu":
+                torch.cuda.synchronize()
+            times.append(time.perf_counter() - start)
+            release()
+        out[f"{prefix}_{label}_GBps"] = round(nbytes / min(times) / GB, 3)
+
+    def shared(touch: bool):
+        spec, tensor = shm.create((numel,), torch.float32)
+        if touch:
+            tensor.zero_()
+        return tensor, lambda: shm.unlink(spec.name)
+
+    touched = torch.zeros(numel)
+    best("fresh", lambda: (torch.empty(numel), lambda: None))
+    best("touched", lambda: (touched, lambda: None))
+    best("shm_fresh", lambda: shared(False))
+    best("shm_touched", lambda: shared(True))
+    if device != "cpu":
+        pinned = torch.empty(numel, pin_memory=True)
+        best("pinned", lambda: (pinned, lambda: None))
+    return out
+
+
+def run_case(
+    checkpoint: Path, devices: str, dtype: str, latent_fhw, settings: TileSettings, repeats: int
+) -> dict:
+    model = MGPUModel.create(checkpoint, devices=devices, dtype=dtype)
+    latent = torch.randn(1, 128, *latent_fhw, generator=torch.Generator().manual_seed(0))
+    shape = image_shape(tuple(latent.shape))
+
+    def decode() -> tuple[float, list[dict]]:
+        out = output_slot(shape, torch.float32)
+        args = {
+            "video": latent,
+            "audio": None,
+            "tiles": dataclasses.asdict(settings),
+            "out_image": out,
+            "out_audio": None,
+        }
+        start = time.perf_counter()
+        results = get_manager().run(model, "vae_decode", args)
+        return time.perf_counter() - start, results
+
+    decode()  # starts the group, loads the model and the decoder
+    walls, results = [], []
+    for _ in range(repeats):
+        wall, results = decode()
+        walls.append(wall)
+    ranks = []
+    for rank, r in enumerate(results):
+        ranks.append(
+            {
+                "rank": rank,
+                **{k: r[k] for k in ("tiles", "total_s", "decode_s", "write_s", "exchange_s", "finalize_s")},
+                "bytes_written": r["bytes_written"],
+                "bytes_sent": r["bytes_sent"],
+                "handback_GBps": round(r["bytes_written"] / r["write_s"] / GB, 3) if r["write_s"] else None,
+                "memory_kind": r["memory_kind"],
+                "peak_memory_bytes": r["peak_memory_bytes"],
+                "job_memory_bytes": r["peak_memory_bytes"] - r["baseline_memory_bytes"],
+                # CPU: the job's own memory without the IMAGE pages the rank wrote (an upper bound).
+                "job_private_memory_bytes": r["peak_memory_bytes"]
+                - r["baseline_memory_bytes"]
+                - r.get("shared_memory_written_bytes", 0),
+            }
+        )
+    image_bytes = 4 * shape[0] * shape[1] * shape[2] * shape[3]
+    return {
+        "devices": devices,
+        "ranks": model.world_size,
+        "dtype": dtype,
+        "latent_fhw": list(latent_fhw),
+        "image_shape": list(shape),
+        "image_bytes": image_bytes,
+        "plan": results[0]["plan"],
+        "wall_s": [round(w, 4) for w in walls],
+        "wall_s_best": round(min(walls), 4),
+        "slowest_rank_total_s": max(r["total_s"] for r in results),
+        "max_peak_memory_bytes": max(r["peak_memory_bytes"] for r in ranks),
+        "max_job_memory_bytes": max(r["job_memory_bytes"] for r in ranks),
+        "max_job_private_memory_bytes": max(r["job_private_memory_bytes"] for r in ranks),
+        # The IMAGE is complete when the slowest writer is done: its bytes over the longest write time.
+        "aggregate_handback_GBps": round(image_bytes / max(r["write_s"] for r in results) / GB, 3),
+        "per_rank": ranks,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--out", required=True, type=Path, help="JSON file to write")
+    parser.add_argument("--gpu", action="store_true", help="LTX-2's VAE at 1024x1536x121 on the GPUs (bf16)")
+    parser.add_argument(
+        "--real-vae", action="store_true", help="LTX-2's VAE on CPU ranks (float32; small --latent)"
+    )
+    parser.add_argument(
+        "--ranks", type=int, nargs="+", help="rank counts (CPU: 1 2 3; GPU: 1 2 4 8 up to the GPUs)"
+    )
+    parser.add_argument("--latent", type=int, nargs=3, metavar=("F", "H", "W"), help="latent cells")
+    parser.add_argument("--tile-size", type=int, default=0, help="tile long side in px (0: auto)")
+    parser.add_argument("--temporal-size", type=int, default=0, help="frames per chunk (0: whole clip)")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--threads-per-rank", type=int, default=1, help="CPU ranks only")
+    args = parser.parse_args(argv)
+    settings = TileSettings(tile_px=args.tile_size, temporal_frames=args.temporal_size)
+    workdir = Path(tempfile.mkdtemp(prefix="bench_vae_"))
+    if args.gpu:
+        if not torch.cuda.is_available():
+            parser.error("--gpu needs CUDA GPUs")
+        gpus = torch.cuda.device_count()
+        rank_counts = args.ranks or sorted({n for n in (1, 2, 4, 8) if n <= gpus} | {gpus})
+        checkpoint, dtype, latent = (
+            real_vae_checkpoint(workdir),
+            "bfloat16",
+            tuple(args.latent or REAL_LATENT),
+        )
+        device_lists = [",".join(str(i) for i in range(n)) for n in rank_counts]
+    else:
+        threads = args.threads_per_rank
+        launcher.Placement.threads_per_rank = lambda self: threads  # the group reads it when it starts
+        rank_counts = args.ranks or [1, 2, 3]
+        checkpoint = (
+            real_vae_checkpoint(workdir) if args.real_vae else tiny_model.make_tiny(workdir).checkpoint
+        )
+        dtype, latent = "float32", tuple(args.latent or TINY_LATENT)
+        device_lists = [f"cpu:{n}" for n in rank_counts]
+    cases = []
+    try:
+        for devices in device_lists:
+            case = run_case(checkpoint, devices, dtype, latent, settings, args.repeats)
+            cases.append(case)
+            print(
+                f"{case['ranks']} rank(s) {devices}: {case['wall_s_best']:.3f} s, {case['plan']}, peak "
+                f"{case['max_peak_memory_bytes'] / 2**20:.0f} MiB (job {case['max_job_memory_bytes'] / 2**20:.0f} MiB, "
+                f"without IMAGE pages {case['max_job_private_memory_bytes'] / 2**20:.0f} MiB), "
+                f"hand-back {[r['handback_GBps'] for r in case['per_rank']]} GB/s per rank, "
+                f"{case['aggregate_handback_GBps']} GB/s aggregate",
+                flush=True,
+            )
+    finally:
+        get_manager().unload()
+    image_bytes = cases[0]["image_bytes"] if cases else 0
+    report = {
+        "meta": {
+            "torch": torch.__version__,
+            "machine": platform.machine(),
+            "cpus": os.cpu_count(),
+            "gpus": [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())],
+            "model": "LTX-2 video VAE, random weights"
+            if args.gpu or args.real_vae
+            else "embedded tiny LTX-2",
+            "threads_per_rank": None if args.gpu else args.threads_per_rank,
+            "tiles": dataclasses.asdict(settings),
+        },
+        "cases": cases,
+        "handback_baseline": {
+            "bytes": image_bytes,
+            **memcpy_GBps(image_bytes),
+            **(memcpy_GBps(image_bytes, "cuda") if args.gpu else {}),
+        },
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(report, indent=2))
+    print(f"wrote {args.out}; memcpy baseline {report['handback_baseline']}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

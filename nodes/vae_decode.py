@@ -1,0 +1,149 @@
+"""Distributed VAE Decode: LATENT -> IMAGE (+ AUDIO), the video tiles decoded on every GPU of the group."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+
+import torch
+
+from ..workers import shm
+from ..workers.checkpoint import read_checkpoint_config
+from ..workers.client import output_slot
+from ..workers.config import SHM_DIR
+from ..workers.latents import check_audio_latent, check_video_latent
+from ..workers.manager import MGPUModel
+from ..workers.strategies.vae_tiles import (
+    AUTO,
+    DEFAULT_OVERLAP_PX,
+    DEFAULT_TEMPORAL_OVERLAP_FRAMES,
+    FRAMES_PER_CELL,
+    PIXELS_PER_CELL,
+    TileSettings,
+    make_plan,
+)
+from ..workers.vae_outputs import audio_output, image_shape
+from .convert import split_latent
+from .jobs import run_job
+from .loader import CATEGORY
+
+MAX_TILE_PX = 4096
+MAX_TEMPORAL_FRAMES = 4096
+
+
+def _int_input(default: int, step: int, maximum: int, tooltip: str) -> tuple:
+    return ("INT", {"default": default, "min": 0, "max": maximum, "step": step, "tooltip": tooltip})
+
+
+def _check_shared_memory(nbytes: int) -> None:
+    """The IMAGE lives in /dev/shm: refuse up front when it cannot hold it (writing past a full tmpfs
+    kills the writing worker with SIGBUS)."""
+    stats = os.statvfs(SHM_DIR)
+    free = stats.f_bavail * stats.f_frsize
+    if nbytes > free:
+        raise ValueError(
+            f"the decoded frames need {nbytes / 2**30:.1f} GiB of shared memory but {SHM_DIR} has "
+            f"{free / 2**30:.1f} GiB free. Enlarge {SHM_DIR} (Docker: --shm-size), or decode fewer frames or "
+            "a smaller resolution at a time."
+        )
+
+
+class LTX2DistributedVAEDecode:
+    DESCRIPTION = (
+        "Decodes an LTX-2 latent (video, or audio+video from LTXVConcatAVLatent) with the video tiles spread "
+        "over the worker group's GPUs. Returns the frames as IMAGE and, when the latent holds audio, the "
+        "AUDIO decoded by the checkpoint's audio VAE and vocoder (connect both to CreateVideo)."
+    )
+    CATEGORY = CATEGORY
+    RETURN_TYPES = ("IMAGE", "AUDIO")
+    RETURN_NAMES = ("images", "audio")
+    OUTPUT_TOOLTIPS = ("The frames, as VAEDecodeTiled returns them.", "None when the latent holds no audio.")
+    FUNCTION = "decode"
+
+    @classmethod
+    def INPUT_TYPES(cls) -> dict:
+        return {
+            "required": {
+                "mgpu_model": ("MGPU_MODEL", {"tooltip": "From MGPU Loader."}),
+                "latent": (
+                    "LATENT",
+                    {"tooltip": "A video latent, or the audio+video latent of the sampler."},
+                ),
+                "tile_size": _int_input(
+                    AUTO,
+                    PIXELS_PER_CELL,
+                    MAX_TILE_PX,
+                    "Long side of a spatial tile in pixels (the short side follows the frame's aspect). "
+                    "0: chosen from the number of GPUs, at most 512. Smaller tiles use less memory per GPU.",
+                ),
+                "overlap": _int_input(
+                    DEFAULT_OVERLAP_PX, PIXELS_PER_CELL, MAX_TILE_PX, "Pixels shared by neighbouring tiles."
+                ),
+                "temporal_size": _int_input(
+                    AUTO,
+                    FRAMES_PER_CELL,
+                    MAX_TEMPORAL_FRAMES,
+                    "Frames per temporal chunk (at least 16). 0: the whole clip in one chunk.",
+                ),
+                "temporal_overlap": _int_input(
+                    DEFAULT_TEMPORAL_OVERLAP_FRAMES,
+                    FRAMES_PER_CELL,
+                    MAX_TEMPORAL_FRAMES,
+                    "Frames shared by neighbouring chunks.",
+                ),
+            },
+            "hidden": {"unique_id": "UNIQUE_ID"},
+        }
+
+    def decode(
+        self,
+        mgpu_model: MGPUModel,
+        latent: dict,
+        tile_size: int = AUTO,
+        overlap: int = DEFAULT_OVERLAP_PX,
+        temporal_size: int = AUTO,
+        temporal_overlap: int = DEFAULT_TEMPORAL_OVERLAP_FRAMES,
+        unique_id=None,
+    ):
+        samples = latent.get("samples") if isinstance(latent, dict) else None
+        if isinstance(samples, torch.Tensor) and samples.dim() == 4:
+            raise ValueError(
+                "the LATENT holds only audio; decode it with LTXV Audio VAE Decode, or connect the audio+video "
+                "latent (LTXVConcatAVLatent) to decode both"
+            )
+        parts = split_latent(latent)
+        check_video_latent(parts.video)
+        if parts.audio is not None:
+            check_audio_latent(parts.audio)
+        settings = TileSettings(tile_size, overlap, temporal_size, temporal_overlap)
+        plan = make_plan(tuple(parts.video.shape[2:]), settings, mgpu_model.world_size)
+        wave = None
+        if parts.audio is not None:
+            wave = audio_output(read_checkpoint_config(mgpu_model.checkpoint), parts.audio.shape[2])
+        image_dims = image_shape(tuple(parts.video.shape))
+        wave_dims = None if wave is None else wave.shape(parts.audio.shape[0])
+        _check_shared_memory(4 * (math.prod(image_dims) + (0 if wave_dims is None else math.prod(wave_dims))))
+        # Workers write into these; the job unlinks their names when it ends (NOTE [shm lifetime]).
+        out_image = output_slot(image_dims, torch.float32)
+        out_audio = None if wave_dims is None else output_slot(wave_dims, torch.float32)
+        args = {
+            "video": parts.video.float().contiguous(),
+            "audio": None if parts.audio is None else parts.audio.float().contiguous(),
+            "tiles": dataclasses.asdict(settings),
+            "out_image": out_image,
+            "out_audio": out_audio,
+        }
+        try:
+            results = run_job(mgpu_model, "vae_decode", args, node_id=unique_id, total=plan.num_tiles)
+        finally:  # also when the group could not even start: no segment outlives the node call
+            for slot in (out_image, out_audio):
+                if slot is not None:
+                    shm.unlink(slot.spec.name)
+        audio = None
+        if out_audio is not None:
+            audio = {"waveform": out_audio.tensor, "sample_rate": int(results[-1]["sample_rate"])}
+        return (out_image.tensor, audio)
+
+
+NODE_CLASSES = {"LTX2DistributedVAEDecode": (LTX2DistributedVAEDecode, "Distributed VAE Decode")}

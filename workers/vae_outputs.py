@@ -1,0 +1,81 @@
+"""Shapes of what the Distributed VAE Decode returns, known before any worker runs.
+
+The node allocates its IMAGE and AUDIO tensors in shared memory before the job (workers write into
+them), so both shapes are computed here from the latent's shape and the checkpoint's config alone:
+IMAGE [B * frames, H, W, 3] float32 (ComfyUI's layout; frames = 8(F-1)+1, H = 32h, W = 32w) and the
+waveform [B, channels, samples] float32. Workers check the waveform they decode against this
+length, so a config this module reads wrongly fails loudly instead of writing a short clip.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ltx_core.model.audio_vae.audio_vae import LATENT_DOWNSAMPLE_FACTOR
+
+from .strategies.vae_tiles import FRAMES_PER_CELL, PIXELS_PER_CELL
+
+# ltx-core's Vocoder: conv_pre and conv_post are kernel 7 with padding 3 (length kept); each upsample
+# is ConvTranspose1d(kernel k, stride s, padding (k - s) // 2). Defaults when the config omits them
+# (ltx_core.model.audio_vae.model_configurator._vocoder_from_config).
+DEFAULT_UPSAMPLE_RATES = (6, 5, 2, 2, 2)
+DEFAULT_UPSAMPLE_KERNELS = (16, 15, 8, 4, 4)
+DEFAULT_OUTPUT_RATE_HZ = 24000
+DEFAULT_AUDIO_CHANNELS = 2  # stereo: ltx-core's configurator requires it
+
+
+def image_shape(video_shape: tuple[int, ...]) -> tuple[int, int, int, int]:
+    """IMAGE shape [B * frames, H, W, 3] for a video latent [B, C, F, h, w]."""
+    b, _, f, h, w = video_shape
+    return (b * (1 + (f - 1) * FRAMES_PER_CELL), h * PIXELS_PER_CELL, w * PIXELS_PER_CELL, 3)
+
+
+@dataclass(frozen=True)
+class AudioOutput:
+    """The decoded waveform of an audio latent [B, 8, T, 16]: [B, channels, samples] at sample_rate Hz."""
+
+    channels: int
+    samples: int
+    sample_rate: int
+
+    def shape(self, batch: int) -> tuple[int, int, int]:
+        return (batch, self.channels, self.samples)
+
+
+def mel_frames(latent_frames: int, causal: bool) -> int:
+    """Mel frames the audio decoder makes of T latent frames: 4T, or 4T - 3 when causal (its first
+    latent frame stands for one mel frame); ltx-core AudioDecoder._denormalize_latents."""
+    frames = latent_frames * LATENT_DOWNSAMPLE_FACTOR
+    return max(frames - (LATENT_DOWNSAMPLE_FACTOR - 1), 1) if causal else frames
+
+
+def _generator_length(mel: int, section: Mapping[str, Any]) -> int:
+    rates = section.get("upsample_rates", DEFAULT_UPSAMPLE_RATES)
+    kernels = section.get("upsample_kernel_sizes", DEFAULT_UPSAMPLE_KERNELS)
+    length = mel
+    for stride, kernel in zip(rates, kernels):
+        length = (length - 1) * stride - 2 * ((kernel - stride) // 2) + kernel
+    return length
+
+
+def audio_output(config: Mapping[str, Any], latent_frames: int) -> AudioOutput:
+    """The waveform of `latent_frames` audio latent frames, from a full checkpoint's config."""
+    ddconfig = config.get("audio_vae", {}).get("model", {}).get("params", {}).get("ddconfig", {})
+    causal = ddconfig.get("causality_axis", "height") != "none"  # AudioDecoderConfigurator's default
+    channels = int(ddconfig.get("out_ch", DEFAULT_AUDIO_CHANNELS))
+    vocoder = config.get("vocoder", {})
+    mel = mel_frames(latent_frames, causal)
+    if "bwe" not in vocoder:
+        return AudioOutput(
+            channels,
+            _generator_length(mel, vocoder),
+            int(vocoder.get("output_sampling_rate", DEFAULT_OUTPUT_RATE_HZ)),
+        )
+    # VocoderWithBWE (LTX-2.3 files): the base vocoder runs at the BWE's input rate, and the output is
+    # that length times output / input rate (ltx_core.model.audio_vae.vocoder.VocoderWithBWE.forward).
+    bwe = vocoder["bwe"]
+    base = _generator_length(mel, vocoder.get("vocoder", {}))
+    rate_in, rate_out = int(bwe["input_sampling_rate"]), int(bwe["output_sampling_rate"])
+    return AudioOutput(channels, base * rate_out // rate_in, rate_out)
