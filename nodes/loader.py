@@ -9,6 +9,7 @@ from ..workers.launcher import parse_devices
 from ..workers.manager import MGPUModel
 from ..workers.model_forward import ForwardMode
 from . import comfy, jobs
+from .mgpu_lora import NO_LORA, lora_entry, strength_input
 
 CATEGORY = "LTX-2 MultiGPU"
 MODEL_FOLDERS = ("checkpoints", "diffusion_models")
@@ -65,6 +66,15 @@ class LTX2MGPULoader:
                         "native nodes). reference: Lightricks' ltx-core forward (differs in video-to-audio attention).",
                     },
                 ),
+                "lora_name": (
+                    [NO_LORA, *comfy.filename_list("loras")],
+                    {
+                        "default": NO_LORA,
+                        "tooltip": "A LoRA fused into the model for every node that uses this output. For one "
+                        "branch only (stage 2's distilled LoRA), use MGPU LoRA after this node instead.",
+                    },
+                ),
+                "lora_strength": strength_input("Strength of lora_name; 0 leaves the model unchanged."),
             },
             "hidden": {"unique_id": "UNIQUE_ID"},
         }
@@ -76,6 +86,8 @@ class LTX2MGPULoader:
         weight_dtype: str,
         max_video_tokens: int = DEFAULT_MAX_VIDEO_TOKENS,
         mode: str = ForwardMode.COMFYUI.value,
+        lora_name: str = NO_LORA,
+        lora_strength: float = 1.0,
         unique_id=None,
     ):
         path = comfy.full_path(MODEL_FOLDERS, ckpt_name)
@@ -87,6 +99,7 @@ class LTX2MGPULoader:
             devices=placement.devices,
             max_video_tokens=max_video_tokens,
             mode=mode,
+            loras=lora_entry(str(path), lora_name, lora_strength),
         )
         jobs.load(model, node_id=unique_id)
         return (model,)

@@ -52,6 +52,8 @@ from ltx_core.model.video_vae import (
     VideoEncoderConfigurator,
 )
 
+from .fp8 import with_scaled_fp8
+
 if TYPE_CHECKING:
     from ltx_core.text_encoders.gemma import EmbeddingsProcessor
 
@@ -104,22 +106,23 @@ def read_safetensors_header(path: PathLike) -> SafetensorsHeader:
     size_bytes = path.stat().st_size
     with path.open("rb") as f:
         prefix = f.read(8)
-        if prefix[:1] == b"\x80" or prefix[:2] == b"PK":
-            raise ValueError(
-                f"{path} is a pickle / torch.save checkpoint; only .safetensors files are loaded "
-                "(pickle can run code). Convert it with safetensors.torch.save_file."
-            )
-        if len(prefix) < 8:
-            raise ValueError(
-                f"{path} is not a safetensors file: {size_bytes} bytes is too short for a header"
-            )
-        (header_bytes,) = struct.unpack("<Q", prefix)
-        if header_bytes > min(SAFETENSORS_MAX_HEADER_BYTES, size_bytes - 8):
-            raise ValueError(
-                f"{path} is not a safetensors file: the first 8 bytes announce a {header_bytes}-byte header "
-                f"in a {size_bytes}-byte file"
-            )
-        raw_header = f.read(header_bytes)
+        (header_bytes,) = struct.unpack("<Q", prefix) if len(prefix) == 8 else (0,)
+        fits = header_bytes <= min(SAFETENSORS_MAX_HEADER_BYTES, size_bytes - 8)
+        raw_header = f.read(header_bytes) if fits else b""
+    # The magic bytes of pickle (0x80) and zip (PK) are also valid low bytes of a safetensors header
+    # length (a 0x..80-byte header): only a file with no JSON header after them is a pickle.
+    if not raw_header.startswith(b"{") and (prefix[:1] == b"\x80" or prefix[:2] == b"PK"):
+        raise ValueError(
+            f"{path} is a pickle / torch.save checkpoint; only .safetensors files are loaded "
+            "(pickle can run code). Convert it with safetensors.torch.save_file."
+        )
+    if len(prefix) < 8:
+        raise ValueError(f"{path} is not a safetensors file: {size_bytes} bytes is too short for a header")
+    if not fits:
+        raise ValueError(
+            f"{path} is not a safetensors file: the first 8 bytes announce a {header_bytes}-byte header "
+            f"in a {size_bytes}-byte file"
+        )
     try:
         header = json.loads(raw_header)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
@@ -393,6 +396,7 @@ def _build(
 ) -> torch.nn.Module:
     header = read_safetensors_header(path)
     config = _config_from_header(header)
+    spec = with_scaled_fp8(spec, header, dtype)  # fp8 files (ltx-2-19b-dev-fp8): scales folded on load
     if spec.config_section is not None and not isinstance(config.get(spec.config_section), dict):
         raise ValueError(
             f"{header.path} holds no {spec.name}: its config has no '{spec.config_section}' section "

@@ -11,14 +11,15 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from . import client
 from .checkpoint import describe_checkpoint
 from .config import DEFAULT_MAX_VIDEO_TOKENS
-from .errors import WorkerGroupError
+from .errors import JobInputError, WorkerGroupError
 from .launcher import Placement, parse_devices
+from .lora import LORA_FREE_OPS, LoraSpec, active_loras
 
 
 @dataclass(frozen=True)
@@ -57,7 +58,8 @@ class GroupManager:
     def __init__(self) -> None:
         self._lock = threading.RLock()
         self._group: client.WorkerGroup | None = None
-        self._loaded: MGPUModel | None = None
+        self._loaded: MGPUModel | None = None  # the base (loras=()) loaded in the group
+        self._loras: LoraSpec | None = ()  # the LoRA set fused into it; None: unknown, ask the workers
         self.env: dict[str, str] = {}
 
     @property
@@ -70,10 +72,16 @@ class GroupManager:
         *,
         on_progress: ProgressFn | None = None,
         should_cancel: Callable[[], bool] | None = None,
+        with_loras: bool = True,
     ) -> client.WorkerGroup:
-        """A running group with `model` loaded. Starts or restarts the group as needed."""
+        """A running group with `model` loaded. Starts or restarts the group as needed.
+
+        The base (checkpoint, dtype, mode, devices) loads once; `model.loras` are then fused in place
+        (`with_loras`), so another LoRA set never reloads the base (workers/lora.py).
+        """
         with self._lock:
-            if self._loaded != model:
+            base = replace(model, loras=())
+            if self._loaded != base:
                 check_fits(model)
             group = self._group
             if group is not None and (not group.is_alive or group.placement != model.placement):
@@ -82,7 +90,7 @@ class GroupManager:
             if group is None:
                 group = client.WorkerGroup(model.placement, env=self.env).start()
                 self._group, self._loaded = group, None
-            if self._loaded != model:
+            if self._loaded != base:
                 self._loaded = None
                 try:
                     group.run(
@@ -96,8 +104,26 @@ class GroupManager:
                     if exc.fatal:
                         self._group = None
                     raise
-                self._loaded = model
+                # A reused worker model may still hold LoRAs from before: the first sync finds out.
+                self._loaded, self._loras = base, None
+            if with_loras and self._loras != active_loras(model.loras):
+                self._switch_loras(group, active_loras(model.loras), should_cancel)
             return group
+
+    def _switch_loras(
+        self, group: client.WorkerGroup, loras: LoraSpec, should_cancel: Callable[[], bool] | None
+    ) -> None:
+        try:
+            group.run("set_loras", {"loras": [list(x) for x in loras]}, should_cancel=should_cancel)
+        except JobInputError:
+            raise  # rejected before any weight changed: the fused set is what it was
+        except WorkerGroupError as exc:
+            # Failed part-way: the workers dropped the base (or died); load it again next time.
+            self._loaded, self._loras = None, None
+            if exc.fatal:
+                self._group = None
+            raise
+        self._loras = loras
 
     def run(
         self,
@@ -110,7 +136,7 @@ class GroupManager:
     ) -> list[dict]:
         """acquire + run one job; a fatal error leaves no group behind (the next call starts one)."""
         with self._lock:
-            group = self.acquire(model, should_cancel=should_cancel)
+            group = self.acquire(model, should_cancel=should_cancel, with_loras=op not in LORA_FREE_OPS)
             try:
                 return group.run(op, args, on_progress=on_progress, should_cancel=should_cancel)
             except WorkerGroupError as exc:
@@ -123,7 +149,7 @@ class GroupManager:
         with self._lock:
             if self._group is not None:
                 self._group.stop()
-            self._group, self._loaded = None, None
+            self._group, self._loaded, self._loras = None, None, ()
 
 
 def check_fits(model: MGPUModel) -> None:

@@ -1,0 +1,101 @@
+"""Switching the LoRA set fused into each rank's loaded base (see lora.py for how and what it costs).
+
+No collectives: every rank changes its own weights from the same files, so a rejection is alike on
+every rank. The group manager sends "set_loras" before a job whose LoRA set differs from the fused one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import weakref
+from dataclasses import dataclass
+
+import torch
+
+from .checkpoint import TRANSFORMER, embeddings_processor_spec
+from .engine import LoadedModel
+from .lora import FuseTarget, LoraFuser, SwitchReport
+from .ops import InputRejected, op
+
+STATE_KEY = "lora_fuser"
+_log = logging.getLogger(__name__)
+
+
+@dataclass
+class _FuserEntry:
+    model: weakref.ref  # the LoadedModel the fuser belongs to (weak: unloading frees the model)
+    fuser: LoraFuser
+
+
+def _loaded(job) -> LoadedModel:
+    model = job.runtime.state.get("model")
+    if model is None:
+        raise InputRejected("no model is loaded in the worker group; run the MGPU Loader first")
+    return model
+
+
+def _fuser(job, model: LoadedModel) -> LoraFuser:
+    entry = job.runtime.state.get(STATE_KEY)
+    if entry is None or entry.model() is not model:  # a new base was loaded: it is clean
+        entry = _FuserEntry(weakref.ref(model), LoraFuser(model.path, model.dtype, model.mode))
+        job.runtime.state[STATE_KEY] = entry
+    return entry.fuser
+
+
+def _targets(model: LoadedModel) -> list[FuseTarget]:
+    return [
+        FuseTarget(model.transformer.model, TRANSFORMER),
+        FuseTarget(model.processor, embeddings_processor_spec()),
+    ]
+
+
+@op("set_loras")
+def set_loras(job, args: dict) -> dict:
+    """Make the fused LoRA set args["loras"] = [[path, strength], ...] (in order); [] restores the base.
+
+    Returns the SwitchReport as a dict (changed False when the set was already fused). A failure after
+    the first weight changed drops the model on this rank (its weights are unknown), so the next
+    load_model loads it again.
+    """
+    model = _loaded(job)
+    try:
+        loras = [(str(path), float(strength)) for path, strength in args.get("loras", [])]
+    except (TypeError, ValueError):
+        raise InputRejected(
+            f"loras must be a list of [path, strength] pairs, got {args.get('loras')!r}"
+        ) from None
+    fuser = _fuser(job, model)
+    try:
+        plan = fuser.plan(_targets(model), loras)
+    except ValueError as exc:
+        raise InputRejected(str(exc)) from exc
+    if plan is None:
+        return SwitchReport(changed=False).as_dict()
+    for lora, _ in plan.files:
+        if lora.unused_keys and job.rank == 0:  # ComfyUI logs these as "lora key not loaded"
+            _log.warning("LoRA %s: %d keys change nothing in this checkpoint, e.g. %s",
+                         lora.path.name, len(lora.unused_keys), lora.unused_keys[0])  # fmt: skip
+    try:
+        return fuser.apply(plan).as_dict()
+    except Exception as exc:
+        job.runtime.state.pop(STATE_KEY, None)
+        job.runtime.state.pop("model", None)
+        raise RuntimeError(
+            f"switching LoRAs failed part-way ({exc}); the base model was dropped and is loaded again on the next run"
+        ) from exc
+
+
+@op("lora_state")
+def lora_state(job, args: dict) -> dict:
+    """Diagnostics: the fused set and a SHA-256 over every transformer and connector parameter's bytes
+    (reads every weight: seconds per GB)."""
+    model = _loaded(job)
+    entry = job.runtime.state.get(STATE_KEY)
+    active = entry.fuser.active if entry is not None and entry.model() is model else ()
+    digest = hashlib.sha256()
+    for target in _targets(model):
+        for name, param in sorted(target.module.named_parameters()):
+            digest.update(name.encode())
+            digest.update(param.detach().cpu().contiguous().view(-1).view(torch.uint8).numpy().tobytes())
+    return {"active": [list(x) for x in active], "fingerprint": digest.hexdigest()}
