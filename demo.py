@@ -19,7 +19,7 @@ from .workers.manager import MGPUModel, get_manager
 # Full resolution of the tiny demo (stage 2); stage 1 runs at half of it, as the official workflow.
 WIDTH, HEIGHT, FRAMES, FPS = 384, 256, 25, 24.0
 STAGE1_SIGMAS = (1.0, 0.99375, 0.9875, 0.98125, 0.975, 0.909375, 0.725, 0.421875, 0.0)  # distilled stage 1
-STAGE2_SIGMAS = (0.625, 0.4, 0.0)  # Lightricks' TDP stage-2 default
+TDP_OVERLAP = 4  # latent cells; the tiny full-resolution latent is only 8 x 12 cells
 NEGATIVE = "blurry, low quality, distorted"
 
 
@@ -56,22 +56,13 @@ def _stage(name: str, timings: dict[str, float]):
     return _Timer()
 
 
-def _conditioning(model: MGPUModel, prompt: str, gemma: Path | None, seed: int) -> list:
-    node = NODE_CLASS_MAPPINGS.get("LTX2MGPUTextEncode")
-    if node is not None and gemma is not None:
-        (cond,) = node().encode(model, str(gemma), prompt)
-        return cond
-    # Without the text encoder: features of the tiny model's width, derived from the prompt.
-    from .workers.checkpoint import describe_checkpoint
-
-    width = describe_checkpoint(model.checkpoint).caption_channels
-    g = torch.Generator().manual_seed(hash(prompt) % (2**31) + seed)
-    return [
-        [torch.randn(1, 16, width, generator=g), {"unprocessed_ltxav_embeds": True, "pooled_output": None}]
-    ]
+def _conditioning(model: MGPUModel, prompt: str, gemma: Path) -> list:
+    (cond,) = NODE_CLASS_MAPPINGS["LTX2MGPUTextEncode"]().encode(model, str(gemma), prompt)
+    return cond
 
 
 def run_demo(args: argparse.Namespace) -> int:
+    from .workers.tiny_gemma import make_tiny_gemma
     from .workers.tiny_model import make_tiny
 
     _install_standins()
@@ -81,13 +72,7 @@ def run_demo(args: argparse.Namespace) -> int:
     timings: dict[str, float] = {}
     with _stage("tiny model", timings):
         files = make_tiny(models)
-        gemma = None
-        try:
-            from .workers.text_encoder import make_tiny_gemma
-
-            gemma = make_tiny_gemma(models)
-        except ImportError:
-            print("  (no text encoder in this build: prompt features are synthetic)")
+        gemma = make_tiny_gemma(models)
     devices = args.devices
     dtype = "float32" if devices.startswith("cpu") else "bfloat16"
     loader = NODE_CLASS_MAPPINGS["LTX2MGPULoader"]()
@@ -101,14 +86,10 @@ def run_demo(args: argparse.Namespace) -> int:
     return status
 
 
-def _run_once(
-    model: MGPUModel, files, gemma: Path | None, args: argparse.Namespace, out: Path, timings
-) -> int:
-    from .nodes.convert import DEFAULT_FRAME_RATE  # noqa: F401  (documented default; the demo sets FPS)
-
+def _run_once(model: MGPUModel, files, gemma: Path, args: argparse.Namespace, out: Path, timings) -> int:
     with _stage("text", timings):
-        positive = _with_frame_rate(_conditioning(model, args.prompt, gemma, args.seed))
-        negative = _with_frame_rate(_conditioning(model, NEGATIVE, gemma, args.seed))
+        positive = _with_frame_rate(_conditioning(model, args.prompt, gemma))
+        negative = _with_frame_rate(_conditioning(model, NEGATIVE, gemma))
     f_lat = (FRAMES - 1) // 8 + 1
     audio_frames = round(FRAMES / FPS * 25)
     video = torch.zeros(1, 128, f_lat, HEIGHT // 64, WIDTH // 64)
@@ -121,26 +102,27 @@ def _run_once(
             model, positive, negative, latent, sigmas, "euler_ancestral", 4.0, 4.0, args.seed
         )
     _parity_check(model, positive, negative, latent, sigmas, args.seed, stage1)
-    result = stage1
-    tdp = NODE_CLASS_MAPPINGS.get("LTX2TDPUpscaler")
-    if tdp is not None:
-        with _stage("stage 2: TDP Upscaler", timings):
-            (result,) = tdp().upscale(
-                model, positive, negative, stage1, str(files.spatial_upscaler), "euler", 1.0, args.seed
-            )
-    decode = NODE_CLASS_MAPPINGS.get("LTX2DistributedVAEDecode")
-    if decode is None:
-        print("  (no Distributed VAE Decode in this build: saving the latent)")
-        torch.save({"samples": [t.clone() for t in result["samples"].tensors]}, out / "latent.pt")
-        return 0
+    with _stage("stage 2: TDP Upscaler", timings):
+        (result,) = NODE_CLASS_MAPPINGS["LTX2TDPUpscaler"]().upscale(
+            model,
+            positive,
+            negative,
+            stage1,
+            str(files.spatial_upscaler),
+            "euler",
+            1.0,
+            args.seed,
+            "auto",
+            TDP_OVERLAP,
+        )
     with _stage("decode", timings):
-        images, sound = decode().decode(model, result)
+        images, sound = NODE_CLASS_MAPPINGS["LTX2DistributedVAEDecode"]().decode(model, result)
     path = out / "ltx2-mgpu-demo.mp4"
     with _stage("write mp4", timings):
         write_mp4(path, images, FPS, sound)
     print(
         f"video written to {path} ({images.shape[0]} frames {images.shape[2]}x{images.shape[1]}, "
-        f"audio {'yes' if sound is not None else 'no'})"
+        f"audio {'yes, ' + str(sound['sample_rate']) + ' Hz' if sound is not None else 'no'})"
     )
     return 0
 
