@@ -1,0 +1,542 @@
+"""Writes the example workflows: UI format here (ComfyUI's template browser lists *.json of this
+folder), API-format twins in api/ (for POST /prompt; Export (API) in the UI gives the same graph).
+
+    python example_workflows/make_workflows.py        # rewrite every workflow
+The graphs are described once below; widget order follows each node's input order, as ComfyUI keeps
+widget values by position. Model names are the released LTX-2 files with their folders and download
+addresses, so ComfyUI's missing-model dialog tells users what to fetch.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+HF = "https://huggingface.co/Lightricks/LTX-2/resolve/main/"
+CHECKPOINT = "ltx-2-19b-dev.safetensors"
+UPSCALER = "ltx-2-spatial-upscaler-x2-1.0.safetensors"
+DISTILLED_LORA = "ltx-2-19b-distilled-lora-384.safetensors"
+GEMMA = "gemma_3_12B_it_fp4_mixed.safetensors"
+MODELS = {
+    CHECKPOINT: {"url": HF + CHECKPOINT, "directory": "checkpoints"},
+    UPSCALER: {"url": HF + UPSCALER, "directory": "latent_upscale_models"},
+    DISTILLED_LORA: {"url": HF + DISTILLED_LORA, "directory": "loras"},
+    GEMMA: {
+        "url": "https://huggingface.co/Comfy-Org/ltx-2/resolve/main/split_files/text_encoders/" + GEMMA,
+        "directory": "text_encoders",
+    },
+}
+PROMPT = (
+    "A red fox trots through fresh snow in a birch forest at dawn, breath steaming, soft golden light, "
+    "the crunch of snow underfoot and distant birdsong."
+)
+NEGATIVE = "blurry, low quality, still frame, watermark, distorted, text"
+
+# Input order, kinds and outputs of every node the workflows use. ("w", name) is a widget,
+# ("s", name, type) a socket; "seed" widgets carry ComfyUI's extra control_after_generate value.
+SPECS: dict[str, tuple[list[tuple], list[tuple[str, str]]]] = {
+    "LTX2MGPULoader": (
+        [
+            ("w", "ckpt_name"),
+            ("w", "gpus"),
+            ("w", "weight_dtype"),
+            ("w", "max_video_tokens"),
+            ("w", "mode"),
+            ("w", "lora_name"),
+            ("w", "lora_strength"),
+        ],
+        [("mgpu_model", "MGPU_MODEL")],
+    ),
+    "LTX2MGPULoRA": (
+        [("s", "mgpu_model", "MGPU_MODEL"), ("w", "lora_name"), ("w", "strength")],
+        [("mgpu_model", "MGPU_MODEL")],
+    ),
+    "LTX2SPSampler": (
+        [
+            ("s", "mgpu_model", "MGPU_MODEL"),
+            ("s", "positive", "CONDITIONING"),
+            ("s", "negative", "CONDITIONING"),
+            ("s", "latent", "LATENT"),
+            ("s", "sigmas", "SIGMAS"),
+            ("w", "sampler_name"),
+            ("w", "cfg"),
+            ("w", "cfg_audio"),
+            ("seed", "seed"),
+            ("w", "add_noise"),
+        ],
+        [("LATENT", "LATENT")],
+    ),
+    "LTX2TDPUpscaler": (
+        [
+            ("s", "mgpu_model", "MGPU_MODEL"),
+            ("s", "positive", "CONDITIONING"),
+            ("s", "negative", "CONDITIONING"),
+            ("s", "latent", "LATENT"),
+            ("w", "upscale_model"),
+            ("w", "sampler_name"),
+            ("w", "cfg"),
+            ("seed", "seed"),
+            ("w", "tiles"),
+            ("w", "overlap"),
+            ("s", "sigmas", "SIGMAS"),
+        ],
+        [("LATENT", "LATENT")],
+    ),
+    "LTX2DistributedVAEDecode": (
+        [
+            ("s", "mgpu_model", "MGPU_MODEL"),
+            ("s", "latent", "LATENT"),
+            ("w", "tile_size"),
+            ("w", "overlap"),
+            ("w", "temporal_size"),
+            ("w", "temporal_overlap"),
+        ],
+        [("images", "IMAGE"), ("audio", "AUDIO")],
+    ),
+    "LTX2MGPUTextEncode": (
+        [("s", "mgpu_model", "MGPU_MODEL"), ("w", "text_encoder"), ("w", "text"), ("w", "placement")],
+        [("CONDITIONING", "CONDITIONING")],
+    ),
+    "CheckpointLoaderSimple": ([("w", "ckpt_name")], [("MODEL", "MODEL"), ("CLIP", "CLIP"), ("VAE", "VAE")]),
+    "LTXAVTextEncoderLoader": (
+        [("w", "text_encoder"), ("w", "ckpt_name"), ("w", "device")],
+        [("CLIP", "CLIP")],
+    ),
+    "CLIPTextEncode": ([("w", "text"), ("s", "clip", "CLIP")], [("CONDITIONING", "CONDITIONING")]),
+    "LTXVConditioning": (
+        [("s", "positive", "CONDITIONING"), ("s", "negative", "CONDITIONING"), ("w", "frame_rate")],
+        [("positive", "CONDITIONING"), ("negative", "CONDITIONING")],
+    ),
+    "EmptyLTXVLatentVideo": (
+        [("w", "width"), ("w", "height"), ("w", "length"), ("w", "batch_size")],
+        [("LATENT", "LATENT")],
+    ),
+    "LTXVAudioVAELoader": ([("w", "ckpt_name")], [("Audio VAE", "VAE")]),
+    "LTXVEmptyLatentAudio": (
+        [("w", "frames_number"), ("w", "frame_rate"), ("w", "batch_size"), ("s", "audio_vae", "VAE")],
+        [("Latent", "LATENT")],
+    ),
+    "LTXVConcatAVLatent": (
+        [("s", "video_latent", "LATENT"), ("s", "audio_latent", "LATENT")],
+        [("latent", "LATENT")],
+    ),
+    "LTXVScheduler": (
+        [
+            ("w", "steps"),
+            ("w", "max_shift"),
+            ("w", "base_shift"),
+            ("w", "stretch"),
+            ("w", "terminal"),
+            ("s", "latent", "LATENT"),
+        ],
+        [("SIGMAS", "SIGMAS")],
+    ),
+    "ManualSigmas": ([("w", "sigmas")], [("SIGMAS", "SIGMAS")]),
+    "LoadImage": ([("w", "image")], [("IMAGE", "IMAGE"), ("MASK", "MASK")]),
+    "LTXVImgToVideo": (
+        [
+            ("s", "positive", "CONDITIONING"),
+            ("s", "negative", "CONDITIONING"),
+            ("s", "vae", "VAE"),
+            ("s", "image", "IMAGE"),
+            ("w", "width"),
+            ("w", "height"),
+            ("w", "length"),
+            ("w", "batch_size"),
+            ("w", "strength"),
+        ],
+        [("positive", "CONDITIONING"), ("negative", "CONDITIONING"), ("latent", "LATENT")],
+    ),
+    "LoadLatent": ([("w", "latent")], [("LATENT", "LATENT")]),
+    "LoadVideo": ([("w", "file")], [("VIDEO", "VIDEO")]),
+    "GetVideoComponents": (
+        [("s", "video", "VIDEO")],
+        [("images", "IMAGE"), ("audio", "AUDIO"), ("fps", "FLOAT")],
+    ),
+    "VAEEncode": ([("s", "pixels", "IMAGE"), ("s", "vae", "VAE")], [("LATENT", "LATENT")]),
+    "CreateVideo": ([("s", "images", "IMAGE"), ("w", "fps"), ("s", "audio", "AUDIO")], [("VIDEO", "VIDEO")]),
+    "SaveVideo": ([("s", "video", "VIDEO"), ("w", "filename_prefix"), ("w", "format"), ("w", "codec")], []),
+}
+
+
+@dataclass
+class Node:
+    id: int
+    type: str
+    values: dict
+    links: dict  # input name -> (Node, output slot)
+    pos: tuple[int, int]
+    title: str | None = None
+    models: list = field(default_factory=list)
+
+
+class Graph:
+    def __init__(self, name: str, description: str) -> None:
+        self.name, self.description = name, description
+        self.nodes: list[Node] = []
+
+    def add(
+        self, type_: str, values: dict | None = None, at: tuple[int, int] = (0, 0), title=None, **links
+    ) -> Node:
+        node = Node(len(self.nodes) + 1, type_, values or {}, links, at, title)
+        node.models = [
+            {"name": v, **MODELS[v]} for v in node.values.values() if isinstance(v, str) and v in MODELS
+        ]
+        self.nodes.append(node)
+        return node
+
+    # ----- UI format ---------------------------------------------------------------------------
+    def ui(self) -> dict:
+        links, out_links = [], {}
+        for node in self.nodes:
+            for name, (src, slot) in node.links.items():
+                link_id = len(links) + 1
+                kind = SPECS[src.type][1][slot][1]
+                links.append([link_id, src.id, slot, node.id, self._slot(node, name), kind])
+                out_links.setdefault((src.id, slot), []).append(link_id)
+                node.values.setdefault("__links__", {})[name] = link_id
+        return {
+            "last_node_id": len(self.nodes),
+            "last_link_id": len(links),
+            "nodes": [self._ui_node(n, out_links, order) for order, n in enumerate(self.nodes)],
+            "links": links,
+            "groups": [],
+            "config": {},
+            "extra": {"info": {"description": self.description}},
+            "version": 0.4,
+        }
+
+    @staticmethod
+    def _input_names(node: Node) -> list[str]:
+        """The node's input slots: sockets, and widgets that a link drives (ComfyUI shows both as inputs)."""
+        return [s[1] for s in SPECS[node.type][0] if s[0] == "s" or s[1] in node.links]
+
+    def _slot(self, node: Node, name: str) -> int:
+        return self._input_names(node).index(name)
+
+    def _ui_node(self, node: Node, out_links: dict, order: int) -> dict:
+        inputs_spec, outputs_spec = SPECS[node.type]
+        node_links = node.values.get("__links__", {})
+        inputs = []
+        for spec in inputs_spec:
+            if spec[0] == "s":
+                inputs.append({"name": spec[1], "type": spec[2], "link": node_links.get(spec[1])})
+            elif spec[1] in node.links:  # a widget converted to an input
+                kind = SPECS[node.links[spec[1]][0].type][1][node.links[spec[1]][1]][1]
+                inputs.append(
+                    {
+                        "name": spec[1],
+                        "type": kind,
+                        "link": node_links.get(spec[1]),
+                        "widget": {"name": spec[1]},
+                    }
+                )
+        widgets = []
+        for spec in inputs_spec:
+            if spec[0] == "w":
+                widgets.append(node.values[spec[1]])
+            elif spec[0] == "seed":
+                widgets.extend([node.values[spec[1]], "fixed"])  # control_after_generate
+        entry = {
+            "id": node.id,
+            "type": node.type,
+            "pos": list(node.pos),
+            "size": [320, 60 + 26 * (len(widgets) + len(inputs))],
+            "flags": {},
+            "order": order,
+            "mode": 0,
+            "inputs": inputs,
+            "outputs": [
+                {"name": n, "type": t, "links": out_links.get((node.id, i), []), "slot_index": i}
+                for i, (n, t) in enumerate(outputs_spec)
+            ],
+            "properties": {
+                "Node name for S&R": node.type,
+                **({"models": node.models} if node.models else {}),
+            },
+            "widgets_values": widgets,
+        }
+        if node.title:
+            entry["title"] = node.title
+        return entry
+
+    # ----- API format --------------------------------------------------------------------------
+    def api(self) -> dict:
+        graph = {}
+        for node in self.nodes:
+            inputs = {k: v for k, v in node.values.items() if k != "__links__"}
+            if node.type == "SaveVideo":  # a dynamic combo: the codec rides on the format
+                inputs["format.codec"] = inputs.pop("codec")
+            for name, (src, slot) in node.links.items():
+                inputs[name] = [str(src.id), slot]
+            graph[str(node.id)] = {
+                "class_type": node.type,
+                "inputs": inputs,
+                "_meta": {"title": node.title or node.type},
+            }
+        return graph
+
+
+def loader(g: Graph, at=(0, 0)) -> Node:
+    return g.add(
+        "LTX2MGPULoader",
+        {
+            "ckpt_name": CHECKPOINT,
+            "gpus": "all",
+            "weight_dtype": "bfloat16",
+            "max_video_tokens": 32768,
+            "mode": "comfyui",
+            "lora_name": "None",
+            "lora_strength": 1.0,
+        },
+        at,
+    )
+
+
+def native_text(g: Graph, frame_rate: float, at=(0, 300)) -> Node:
+    te = g.add(
+        "LTXAVTextEncoderLoader", {"text_encoder": GEMMA, "ckpt_name": CHECKPOINT, "device": "default"}, at
+    )
+    pos = g.add("CLIPTextEncode", {"text": PROMPT}, (at[0], at[1] + 150), "Positive prompt", clip=(te, 0))
+    neg = g.add("CLIPTextEncode", {"text": NEGATIVE}, (at[0], at[1] + 400), "Negative prompt", clip=(te, 0))
+    return g.add(
+        "LTXVConditioning",
+        {"frame_rate": frame_rate},
+        (at[0] + 400, at[1] + 250),
+        positive=(pos, 0),
+        negative=(neg, 0),
+    )
+
+
+def decode_and_save(g: Graph, model: Node, latent: tuple, fps: float, prefix: str, at=(1600, 0)) -> None:
+    decode = g.add(
+        "LTX2DistributedVAEDecode",
+        {"tile_size": 0, "overlap": 64, "temporal_size": 0, "temporal_overlap": 24},
+        at,
+        mgpu_model=(model, 0),
+        latent=latent,
+    )
+    video = g.add("CreateVideo", {"fps": fps}, (at[0] + 400, at[1]), images=(decode, 0), audio=(decode, 1))
+    g.add(
+        "SaveVideo",
+        {"filename_prefix": prefix, "format": "mp4", "codec": "auto"},
+        (at[0] + 800, at[1]),
+        video=(video, 0),
+    )
+
+
+def text_to_video() -> Graph:
+    g = Graph(
+        "ltx2_mgpu_t2v_two_stage",
+        "LTX-2 text-to-video, two stages on all GPUs: SP Sampler at 768x512, TDP Upscaler to 1536x1024 with the "
+        "distilled LoRA, Distributed VAE Decode. The shape of ComfyUI's own LTX-2 template.",
+    )
+    model = loader(g)
+    cond = native_text(g, 24.0)
+    video = g.add(
+        "EmptyLTXVLatentVideo", {"width": 768, "height": 512, "length": 121, "batch_size": 1}, (400, 0)
+    )
+    audio_vae = g.add("LTXVAudioVAELoader", {"ckpt_name": CHECKPOINT}, (400, 200))
+    audio = g.add(
+        "LTXVEmptyLatentAudio",
+        {"frames_number": 121, "frame_rate": 24, "batch_size": 1},
+        (400, 350),
+        audio_vae=(audio_vae, 0),
+    )
+    av = g.add("LTXVConcatAVLatent", {}, (800, 100), video_latent=(video, 0), audio_latent=(audio, 0))
+    sigmas = g.add(
+        "LTXVScheduler",
+        {"steps": 20, "max_shift": 2.05, "base_shift": 0.95, "stretch": True, "terminal": 0.1},
+        (800, 300),
+        latent=(av, 0),
+    )
+    stage1 = g.add(
+        "LTX2SPSampler",
+        {"sampler_name": "euler_ancestral", "cfg": 4.0, "cfg_audio": 4.0, "seed": 10, "add_noise": True},
+        (1200, 0),
+        "Stage 1: SP Sampler (half size)",
+        mgpu_model=(model, 0),
+        positive=(cond, 0),
+        negative=(cond, 1),
+        latent=(av, 0),
+        sigmas=(sigmas, 0),
+    )
+    distilled = g.add(
+        "LTX2MGPULoRA", {"lora_name": DISTILLED_LORA, "strength": 1.0}, (800, 600), mgpu_model=(model, 0)
+    )
+    stage2 = g.add(
+        "LTX2TDPUpscaler",
+        {
+            "upscale_model": UPSCALER,
+            "sampler_name": "euler_ancestral",
+            "cfg": 1.0,
+            "seed": 0,
+            "tiles": "auto",
+            "overlap": 5,
+        },
+        (1200, 400),
+        "Stage 2: TDP Upscaler (full size)",
+        mgpu_model=(distilled, 0),
+        positive=(cond, 0),
+        negative=(cond, 1),
+        latent=(stage1, 0),
+    )
+    decode_and_save(g, model, (stage2, 0), 24.0, "video/LTX-2-MultiGPU", (1600, 0))
+    return g
+
+
+def image_to_video() -> Graph:
+    g = Graph(
+        "ltx2_mgpu_i2v",
+        "LTX-2 image-to-video on all GPUs: LTXVImgToVideo conditions the first frame, MGPU Text Encode runs Gemma on "
+        "the worker GPUs, SP Sampler denoises audio+video, Distributed VAE Decode.",
+    )
+    model = loader(g)
+    pos = g.add(
+        "LTX2MGPUTextEncode",
+        {"text_encoder": GEMMA, "text": PROMPT, "placement": "auto"},
+        (0, 300),
+        "Positive prompt",
+        mgpu_model=(model, 0),
+    )
+    neg = g.add(
+        "LTX2MGPUTextEncode",
+        {"text_encoder": GEMMA, "text": NEGATIVE, "placement": "auto"},
+        (0, 550),
+        "Negative prompt",
+        mgpu_model=(model, 0),
+    )
+    cond = g.add("LTXVConditioning", {"frame_rate": 24.0}, (400, 400), positive=(pos, 0), negative=(neg, 0))
+    ckpt = g.add("CheckpointLoaderSimple", {"ckpt_name": CHECKPOINT}, (0, 800))
+    image = g.add("LoadImage", {"image": "example.png"}, (0, 950))
+    i2v = g.add(
+        "LTXVImgToVideo",
+        {"width": 768, "height": 512, "length": 121, "batch_size": 1, "strength": 1.0},
+        (800, 400),
+        positive=(cond, 0),
+        negative=(cond, 1),
+        vae=(ckpt, 2),
+        image=(image, 0),
+    )
+    audio_vae = g.add("LTXVAudioVAELoader", {"ckpt_name": CHECKPOINT}, (400, 700))
+    audio = g.add(
+        "LTXVEmptyLatentAudio",
+        {"frames_number": 121, "frame_rate": 24, "batch_size": 1},
+        (800, 700),
+        audio_vae=(audio_vae, 0),
+    )
+    av = g.add("LTXVConcatAVLatent", {}, (1200, 500), video_latent=(i2v, 2), audio_latent=(audio, 0))
+    sigmas = g.add(
+        "LTXVScheduler",
+        {"steps": 20, "max_shift": 2.05, "base_shift": 0.95, "stretch": True, "terminal": 0.1},
+        (1200, 700),
+        latent=(av, 0),
+    )
+    sampled = g.add(
+        "LTX2SPSampler",
+        {"sampler_name": "euler_ancestral", "cfg": 4.0, "cfg_audio": 4.0, "seed": 10, "add_noise": True},
+        (1600, 400),
+        mgpu_model=(model, 0),
+        positive=(i2v, 0),
+        negative=(i2v, 1),
+        latent=(av, 0),
+        sigmas=(sigmas, 0),
+    )
+    decode_and_save(g, model, (sampled, 0), 24.0, "video/LTX-2-MultiGPU-i2v", (2000, 400))
+    return g
+
+
+def upscale_latent() -> Graph:
+    g = Graph(
+        "ltx2_mgpu_tdp_upscale_latent",
+        "Upscale a saved stage-1 latent (LoadLatent reads .latent files from ComfyUI's input folder) with the TDP "
+        "Upscaler on all GPUs, then decode.",
+    )
+    model = loader(g)
+    cond = native_text(g, 24.0)
+    latent = g.add("LoadLatent", {"latent": "stage1.latent"}, (400, 0))
+    stage2 = g.add(
+        "LTX2TDPUpscaler",
+        {
+            "upscale_model": UPSCALER,
+            "sampler_name": "euler_ancestral",
+            "cfg": 1.0,
+            "seed": 0,
+            "tiles": "auto",
+            "overlap": 5,
+        },
+        (800, 0),
+        mgpu_model=(model, 0),
+        positive=(cond, 0),
+        negative=(cond, 1),
+        latent=(latent, 0),
+    )
+    decode_and_save(g, model, (stage2, 0), 24.0, "video/LTX-2-MultiGPU-upscaled", (1200, 0))
+    return g
+
+
+def upscale_video() -> Graph:
+    g = Graph(
+        "ltx2_mgpu_upscale_video",
+        "Upscale a video you already have 2x with the TDP Upscaler, keeping its audio and frame rate: LoadVideo, "
+        "VAE Encode, TDP Upscaler, Distributed VAE Decode. Frames 8k+1 and sides multiples of 32 encode without "
+        "cropping.",
+    )
+    model = loader(g)
+    cond = native_text(g, 24.0)
+    ckpt = g.add("CheckpointLoaderSimple", {"ckpt_name": CHECKPOINT}, (400, 0))
+    source = g.add("LoadVideo", {"file": "input.mp4"}, (400, 200))
+    parts = g.add("GetVideoComponents", {}, (800, 200), video=(source, 0))
+    encoded = g.add("VAEEncode", {}, (1200, 200), pixels=(parts, 0), vae=(ckpt, 2))
+    stage2 = g.add(
+        "LTX2TDPUpscaler",
+        {
+            "upscale_model": UPSCALER,
+            "sampler_name": "euler_ancestral",
+            "cfg": 1.0,
+            "seed": 0,
+            "tiles": "auto",
+            "overlap": 5,
+        },
+        (1600, 200),
+        mgpu_model=(model, 0),
+        positive=(cond, 0),
+        negative=(cond, 1),
+        latent=(encoded, 0),
+    )
+    decode = g.add(
+        "LTX2DistributedVAEDecode",
+        {"tile_size": 0, "overlap": 64, "temporal_size": 0, "temporal_overlap": 24},
+        (2000, 200),
+        mgpu_model=(model, 0),
+        latent=(stage2, 0),
+    )
+    video = g.add(
+        "CreateVideo", {"fps": 24.0}, (2400, 200), images=(decode, 0), audio=(parts, 1), fps=(parts, 2)
+    )
+    g.add(
+        "SaveVideo",
+        {"filename_prefix": "video/LTX-2-MultiGPU-upscaled", "format": "mp4", "codec": "auto"},
+        (2800, 200),
+        video=(video, 0),
+    )
+    return g
+
+
+WORKFLOWS = (text_to_video, image_to_video, upscale_latent, upscale_video)
+
+
+def main() -> None:
+    (HERE / "api").mkdir(exist_ok=True)
+    for make in WORKFLOWS:
+        graph = make()
+        (HERE / f"{graph.name}.json").write_text(json.dumps(graph.ui(), indent=1) + "\n")
+        graph = make()  # fresh: ui() records link ids on the nodes
+        (HERE / "api" / f"{graph.name}.json").write_text(json.dumps(graph.api(), indent=1) + "\n")
+        print(graph.name)
+
+
+if __name__ == "__main__":
+    main()

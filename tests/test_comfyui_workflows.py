@@ -1,0 +1,163 @@
+"""The example workflows, run headless in a real ComfyUI on the tiny model (opt-in: COMFYUI_PATH).
+
+Each API-format twin in example_workflows/api/ is posted as it is, with three changes a tiny run needs:
+the released model file names point at the tiny files (same names, in the same folders); native
+Gemma text encoding becomes MGPU Text Encode with the tiny Gemma (ComfyUI's own loader only builds the
+12B); sizes, frame counts and steps shrink to CPU scale. The workers run on 2 CPU ranks.
+
+Run: COMFYUI_PATH=/path/to/ComfyUI <ComfyUI's python> -m pytest tests/test_comfyui_workflows.py -s
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import torch
+from comfyui_harness import PACK_ROOT, ComfyUIServer, comfyui_root, make_layout, saved_files
+
+pytestmark = pytest.mark.comfyui
+
+API = PACK_ROOT / "example_workflows" / "api"
+RELEASED = {
+    "checkpoints": "ltx-2-19b-dev.safetensors",
+    "latent_upscale_models": "ltx-2-spatial-upscaler-x2-1.0.safetensors",
+    "text_encoders": "gemma_3_12B_it_fp4_mixed.safetensors",
+    "loras": "ltx-2-19b-distilled-lora-384.safetensors",
+}
+WIDTH, HEIGHT, FRAMES, FPS = 192, 128, 17, 24
+TIMEOUT_S = 900
+
+
+@pytest.fixture(scope="module")
+def server(tiny, tmp_path_factory) -> Iterator[ComfyUIServer]:
+    from ltx2_mgpu.workers.lora import make_tiny_lora
+    from ltx2_mgpu.workers.tiny_gemma import make_tiny_gemma
+
+    staging = tmp_path_factory.mktemp("released-names")
+    sources = {
+        "checkpoints": tiny.checkpoint,
+        "latent_upscale_models": tiny.spatial_upscaler,
+        "text_encoders": make_tiny_gemma(staging / "gemma"),
+        "loras": make_tiny_lora(staging / "lora.safetensors", tiny.checkpoint),
+    }
+    models = {}
+    for folder, source in sources.items():
+        named = staging / RELEASED[folder]
+        named.symlink_to(Path(source).resolve())
+        models[folder] = [named]
+    layout = make_layout(tmp_path_factory.mktemp("comfyui-base"), models=models)
+    _write_inputs(layout.base / "input")
+    with ComfyUIServer(comfyui_root(), layout) as running:
+        yield running
+
+
+def _write_inputs(folder: Path) -> None:
+    """example.png (i2v), input.mp4 with audio (video upscale), stage1.latent (latent upscale)."""
+    import av
+    import numpy as np
+    from PIL import Image
+    from safetensors.torch import save_file
+
+    folder.mkdir(parents=True, exist_ok=True)
+    gradient = np.linspace(0, 255, WIDTH * HEIGHT * 3).reshape(HEIGHT, WIDTH, 3).astype(np.uint8)
+    Image.fromarray(gradient).save(folder / "example.png")
+    with av.open(str(folder / "input.mp4"), "w") as container:
+        video = container.add_stream("libx264", rate=FPS)
+        video.width, video.height, video.pix_fmt = WIDTH, HEIGHT, "yuv420p"
+        audio = container.add_stream("aac", rate=16000)
+        audio.layout = "mono"
+        for i in range(FRAMES):
+            frame = np.roll(gradient, 4 * i, axis=1)
+            for packet in video.encode(av.VideoFrame.from_ndarray(frame, format="rgb24")):
+                container.mux(packet)
+        for packet in video.encode():
+            container.mux(packet)
+        tone = (0.2 * np.sin(np.arange(int(16000 * FRAMES / FPS)) * 0.05)).astype(np.float32)[None]
+        samples = av.AudioFrame.from_ndarray(tone, format="flt", layout="mono")
+        samples.sample_rate = 16000
+        for packet in audio.encode(samples):
+            container.mux(packet)
+        for packet in audio.encode():
+            container.mux(packet)
+    latent = torch.randn(
+        1, 128, (FRAMES - 1) // 8 + 1, HEIGHT // 32, WIDTH // 32, generator=torch.Generator().manual_seed(0)
+    )
+    save_file(
+        {"latent_tensor": latent, "latent_format_version_0": torch.tensor([])}, str(folder / "stage1.latent")
+    )
+
+
+def tiny_scale(workflow: dict) -> dict:
+    """The twin at CPU scale, with MGPU Text Encode in place of native Gemma (see module docstring)."""
+    graph = copy.deepcopy(workflow)
+    loader = next(k for k, n in graph.items() if n["class_type"] == "LTX2MGPULoader")
+    graph[loader]["inputs"]["gpus"] = "cpu:2"
+    graph[loader]["inputs"]["weight_dtype"] = "float32"
+    for node_id, node in list(graph.items()):
+        inputs = node["inputs"]
+        kind = node["class_type"]
+        if kind == "LTXAVTextEncoderLoader":
+            del graph[node_id]
+        elif kind == "CLIPTextEncode":
+            graph[node_id] = {
+                "class_type": "LTX2MGPUTextEncode",
+                "inputs": {
+                    "mgpu_model": [loader, 0],
+                    "text_encoder": RELEASED["text_encoders"],
+                    "text": inputs["text"],
+                    "placement": "auto",
+                },
+            }
+        elif kind in ("EmptyLTXVLatentVideo", "LTXVImgToVideo"):
+            inputs.update(width=WIDTH, height=HEIGHT, length=FRAMES)
+        elif kind == "LTXVEmptyLatentAudio":
+            inputs.update(frames_number=FRAMES)
+        elif kind == "LTXVScheduler":
+            inputs.update(steps=3)
+        elif kind == "LTX2TDPUpscaler":
+            inputs.update(overlap=2)
+    return graph
+
+
+def run(server: ComfyUIServer, name: str) -> Path:
+    graph = tiny_scale(json.loads((API / f"{name}.json").read_text()))
+    entry = server.run_prompt(graph, TIMEOUT_S)
+    files = saved_files(entry, server.layout.output)
+    assert len(files) == 1, entry.get("status")
+    return files[0]
+
+
+def probe(path: Path) -> tuple[int, int, int, bool]:
+    import av
+
+    with av.open(str(path)) as container:
+        stream = container.streams.video[0]
+        frames = sum(1 for _ in container.decode(video=0))
+        return (
+            frames,
+            stream.codec_context.width,
+            stream.codec_context.height,
+            len(container.streams.audio) == 1,
+        )
+
+
+def test_text_to_video_two_stage(server):
+    frames, width, height, has_audio = probe(run(server, "ltx2_mgpu_t2v_two_stage"))
+    assert (frames, width, height, has_audio) == (FRAMES, 2 * WIDTH, 2 * HEIGHT, True)
+
+
+def test_image_to_video(server):
+    assert probe(run(server, "ltx2_mgpu_i2v")) == (FRAMES, WIDTH, HEIGHT, True)
+
+
+def test_upscale_a_saved_latent(server):
+    frames, width, height, _ = probe(run(server, "ltx2_mgpu_tdp_upscale_latent"))
+    assert (frames, width, height) == (FRAMES, 2 * WIDTH, 2 * HEIGHT)
+
+
+def test_upscale_a_video_keeps_frames_and_audio(server):
+    assert probe(run(server, "ltx2_mgpu_upscale_video")) == (FRAMES, 2 * WIDTH, 2 * HEIGHT, True)
