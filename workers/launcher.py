@@ -13,6 +13,7 @@ import torch
 from .entry import BOOTSTRAP
 
 PACK_ROOT = Path(__file__).resolve().parent.parent
+CPU_WORKERS_ENV = "LTX2_MGPU_CPU_WORKERS"
 
 # Allocator settings a host application may carry (ComfyUI can select cudaMallocAsync): memory
 # from the async allocator cannot be shared over CUDA IPC and has broken NCCL in other packs.
@@ -52,7 +53,11 @@ def parse_devices(spec: str | Sequence[str | int], *, available_gpus: int | None
     if isinstance(spec, str):
         text = spec.strip().lower()
         if text in ("", "all"):
-            return Placement(tuple(f"cuda:{i}" for i in range(gpus)) if gpus else ("cpu",))
+            if gpus:
+                return Placement(tuple(f"cuda:{i}" for i in range(gpus)))
+            # No GPU: CPU workers (one unless LTX2_MGPU_CPU_WORKERS says more; for testing workflows).
+            count = _positive_int(os.environ.get(CPU_WORKERS_ENV, "1"), CPU_WORKERS_ENV)
+            return Placement(("cpu",) * count)
         if text == "cpu" or text.startswith("cpu:"):
             count = _positive_int(text.partition(":")[2] or "1", "CPU rank count")
             return Placement(("cpu",) * count)

@@ -1,0 +1,89 @@
+"""Node ids, input names, their order and types are a public contract: saved workflows keep widget
+values by position, and API-format prompts by name. This test compares the nodes with the snapshot in
+tests/node_contract.json and allows only what keeps every saved workflow loading:
+
+- a node id never disappears;
+- existing inputs keep their name, type and position; new inputs are appended at the end of
+  "optional" (an old workflow's shorter widget list then maps onto the same names, and the new input
+  takes its default);
+- existing outputs keep their position and type.
+
+To change the contract otherwise, write a migration that rewrites old workflows (and a test that loads
+an old one), then regenerate the snapshot: `python tests/test_node_contract.py --update`.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+SNAPSHOT = Path(__file__).with_name("node_contract.json")
+
+
+def describe() -> dict:
+    import ltx2_mgpu
+
+    nodes = {}
+    for node_id, cls in sorted(ltx2_mgpu.NODE_CLASS_MAPPINGS.items()):
+        spec = cls.INPUT_TYPES()
+        inputs = []
+        for section in ("required", "optional"):
+            for name, entry in spec.get(section, {}).items():
+                kind = entry[0] if isinstance(entry[0], str) else "COMBO"
+                inputs.append([section, name, kind])
+        nodes[node_id] = {"inputs": inputs, "outputs": list(cls.RETURN_TYPES)}
+    return nodes
+
+
+def test_node_contract_only_grows():
+    saved = json.loads(SNAPSHOT.read_text())
+    current = describe()
+    for node_id, old in saved.items():
+        assert node_id in current, f"node {node_id} was removed; saved workflows use it"
+        new = current[node_id]
+        assert new["inputs"][: len(old["inputs"])] == old["inputs"], (
+            f"{node_id}: inputs changed name, type or position; only appending optional inputs keeps saved "
+            f"workflows loading.\nwas: {old['inputs']}\nnow: {new['inputs']}"
+        )
+        for section, name, _ in new["inputs"][len(old["inputs"]) :]:
+            assert section == "optional", (
+                f"{node_id}: new input {name!r} must be optional (old workflows lack it)"
+            )
+        assert new["outputs"][: len(old["outputs"])] == old["outputs"], f"{node_id}: outputs changed"
+
+
+def test_old_ui_workflows_map_onto_current_widgets():
+    """Every widget value of the shipped example workflows still lands on an input of the same name."""
+    import ltx2_mgpu
+
+    folder = Path(__file__).resolve().parent.parent / "example_workflows"
+    saved = json.loads(SNAPSHOT.read_text())
+    for path in sorted(folder.glob("*.json")):
+        for node in json.loads(path.read_text())["nodes"]:
+            if node["type"] not in ltx2_mgpu.NODE_CLASS_MAPPINGS:
+                continue
+            widgets_then = [n for s, n, k in saved[node["type"]]["inputs"] if k not in _SOCKETS]
+            widgets_now = [n for s, n, k in describe()[node["type"]]["inputs"] if k not in _SOCKETS]
+            assert widgets_now[: len(widgets_then)] == widgets_then, (
+                f"{path.name}: {node['type']} widgets moved"
+            )
+
+
+_SOCKETS = {
+    "MGPU_MODEL",
+    "CONDITIONING",
+    "LATENT",
+    "SIGMAS",
+    "IMAGE",
+    "AUDIO",
+    "VIDEO",
+    "VAE",
+    "CLIP",
+    "MODEL",
+}
+
+
+if __name__ == "__main__" and "--update" in sys.argv:
+    SNAPSHOT.write_text(json.dumps(describe(), indent=1) + "\n")
+    print(f"wrote {SNAPSHOT}")

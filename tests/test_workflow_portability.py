@@ -1,0 +1,55 @@
+"""A workflow saved with gpus = "all" runs on whatever the machine has: the device choice is stored as
+"all", resolved when it runs, and TDP's "auto" tiles follow the group size. Here "all" resolves to 1, 2
+and 3 CPU workers (LTX2_MGPU_CPU_WORKERS, as on a machine without GPUs)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from conftest import tiny_conditioning
+from ltx2_mgpu.nodes import NODE_CLASS_MAPPINGS
+from ltx2_mgpu.workers.reference import relative_error
+
+SIGMAS = torch.tensor([1.0, 0.9, 0.6, 0.0])
+
+
+class _Nested:
+    is_nested = True
+
+    def __init__(self, tensors):
+        self.tensors = list(tensors)
+
+
+@pytest.fixture
+def nested_tensors(monkeypatch):
+    import sys
+    import types
+
+    module = types.ModuleType("comfy.nested_tensor")
+    module.NestedTensor = _Nested
+    monkeypatch.setitem(sys.modules, "comfy.nested_tensor", module)
+
+
+def test_same_saved_workflow_on_1_2_and_3_workers(manager, tiny, monkeypatch, nested_tensors):
+    pos, neg = tiny_conditioning(9, 64, seed=1), tiny_conditioning(5, 64, seed=2)
+    latent = {"samples": _Nested([torch.zeros(1, 128, 2, 4, 6), torch.zeros(1, 8, 9, 16)])}
+    stage1, upscaled = {}, {}
+    for workers in (1, 2, 3):
+        monkeypatch.setenv("LTX2_MGPU_CPU_WORKERS", str(workers))
+        (model,) = NODE_CLASS_MAPPINGS["LTX2MGPULoader"]().load(str(tiny.checkpoint), "all", "float32")
+        assert model.world_size == workers
+        (s1,) = NODE_CLASS_MAPPINGS["LTX2SPSampler"]().sample(
+            model, pos, neg, latent, SIGMAS, "euler", 3.0, 3.0, 5
+        )
+        (s2,) = NODE_CLASS_MAPPINGS["LTX2TDPUpscaler"]().upscale(
+            model, pos, neg, s1, str(tiny.spatial_upscaler), "euler", 1.0, 5, "auto", 2
+        )
+        stage1[workers] = [t.clone() for t in s1["samples"].tensors]
+        upscaled[workers] = s2["samples"].tensors[0].clone()
+    for workers in (2, 3):
+        for got, want in zip(stage1[workers], stage1[1]):
+            assert relative_error(got, want) <= 1e-5  # SP: the same result whatever the group size
+        # TDP "auto" tiles follow the group (1x1, 1x2, 1x3): same shape, finite, close to the untiled run.
+        assert upscaled[workers].shape == upscaled[1].shape == (1, 128, 2, 8, 12)
+        assert torch.isfinite(upscaled[workers]).all()
