@@ -146,8 +146,19 @@ def probe(path: Path) -> tuple[int, int, int, bool]:
 
 
 def test_text_to_video_two_stage(server):
-    frames, width, height, has_audio = probe(run(server, "ltx2_mgpu_t2v_two_stage"))
+    path = run(server, "ltx2_mgpu_t2v_two_stage")
+    frames, width, height, has_audio = probe(path)
     assert (frames, width, height, has_audio) == (FRAMES, 2 * WIDTH, 2 * HEIGHT, True)
+    # SaveVideo keeps the graph in the file, so dropping our output onto ComfyUI restores the workflow.
+    import av
+
+    with av.open(str(path)) as container:
+        prompt = json.loads(container.metadata["prompt"])
+    assert {n["class_type"] for n in prompt.values()} >= {
+        "LTX2SPSampler",
+        "LTX2TDPUpscaler",
+        "LTX2DistributedVAEDecode",
+    }
 
 
 def test_image_to_video(server):
