@@ -211,7 +211,7 @@ def main(argv: list[str] | None = None) -> int:
             "bfloat16",
             tuple(args.latent or REAL_LATENT),
         )
-        device_lists = [",".join(str(i) for i in range(n)) for n in rank_counts]
+        device_lists = [",".join(f"cuda:{i}" for i in range(n)) for n in rank_counts]
     else:
         threads = args.threads_per_rank
         launcher.Placement.threads_per_rank = lambda self: threads  # the group reads it when it starts

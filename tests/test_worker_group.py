@@ -195,6 +195,9 @@ def test_bad_device_choices_say_what_to_change():
         parse_devices("3", available_gpus=2)
     with pytest.raises(ValueError, match="GPU 5 does not exist: 2 GPUs are visible"):
         parse_devices("0,5", available_gpus=2)
+    with pytest.raises(ValueError, match="to use GPU 0 alone write cuda:0"):
+        parse_devices("0", available_gpus=2)
+    assert parse_devices("0,", available_gpus=2).devices == ("cuda:0",)
     with pytest.raises(ValueError, match="not a device"):
         parse_devices("gpu0", available_gpus=2)
     assert parse_devices("all", available_gpus=0).devices == ("cpu",)

@@ -61,6 +61,8 @@ def parse_devices(spec: str | Sequence[str | int], *, available_gpus: int | None
         if text == "cpu" or text.startswith("cpu:"):
             count = _positive_int(text.partition(":")[2] or "1", "CPU rank count")
             return Placement(("cpu",) * count)
+        if text == "0":
+            raise ValueError("'0' reads as a GPU count; to use GPU 0 alone write cuda:0 (or 0, with a comma)")
         if text.isdigit():
             count = _positive_int(text, "GPU count")
             if count > gpus:
