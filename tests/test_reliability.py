@@ -198,3 +198,12 @@ def test_model_names_outside_the_model_folders_are_refused(monkeypatch, tmp_path
     with pytest.raises(ValueError, match="is not in ComfyUI's checkpoints folders"):
         comfy.full_path(("checkpoints",), "nope.safetensors")
     assert_no_leaks()
+
+
+def test_more_workers_than_attention_heads_is_refused_before_any_start(manager, tiny_path):
+    # The tiny model has 8 heads per attention; 9 CPU workers cannot split them.
+    with pytest.raises(
+        ValueError, match=r"9 workers cannot share this model's 8 attention heads.*at most 8 GPUs"
+    ):
+        manager.acquire(MGPUModel.create(tiny_path, devices="cpu:9"))
+    assert manager.group is None and worker_children() == []
