@@ -11,6 +11,19 @@ tiling costs or saves per device; with one GPU per tile the tiles run at once, a
 one per tile; the all_reduce of one latent per step is left out). `max_abs_diff` is the largest
 difference between the two results: TDP is an approximation (each tile sees only its region).
 
+Also in the JSON:
+  seam_ratio, seam_height / seam_width   NOTE [seam ratio] (workers/strategies/tile_seams.py) on the
+      tiled result: mean |difference| between neighbouring cells across the overlap bands over the
+      same in tile interiors (about 1: no seam); `seam_ratio_untiled_same_edges` is what the content
+      alone gives at those edges, `seam_ratio_of_tiling_error` the metric on tiled - untiled.
+  preview_centre_tile_*, preview_first_frames_*   the preview switch (NOTE [tdp preview]) on this
+      device: median time and its ratio to the tiled stage (run alternately with the previews); for
+      the centre tile the largest difference from the full run in the tile's interior. On N GPUs
+      the centre tile is split over all of them (sequence parallel), so its time there is about
+      this one's / N.
+  queue_to_first_step (tiny only)   bench_first_step.py on a worker group (`--first-step-devices`):
+      node call -> first progress update, for the SP Sampler and the TDP Upscaler, model loaded.
+
 Tiny: the embedded tiny LTX-2 (random weights), a random stage-1 latent upsampled by the tiny
 upsampler, float32. --real19b: the 19B transformer's architecture (48 layers, 32 x 128 video heads)
 with random weights in bfloat16 on cuda:0, random text context, the stage-2 latent made directly at
@@ -30,13 +43,14 @@ from pathlib import Path
 
 import torch
 
-from ltx2_mgpu.workers import latents, ops_tdp
+from ltx2_mgpu.workers import latents, ops_tdp, tdp_upsample
 from ltx2_mgpu.workers.checkpoint import describe_config
 from ltx2_mgpu.workers.conditioning import TextContext, context_from_features
 from ltx2_mgpu.workers.engine import LoadedModel
 from ltx2_mgpu.workers.model_forward import ForwardMode, apply_mode_to_modules
-from ltx2_mgpu.workers.strategies import tiled
+from ltx2_mgpu.workers.strategies import tile_seams, tiled
 from ltx2_mgpu.workers.strategies.sequence_parallel import SequenceParallelModel
+from ltx2_mgpu.workers.tdp_preview import CENTRE_TILE, FIRST_FRAMES, PreviewRegion, preview_region
 from ltx2_mgpu.workers.tiny_model import tiny_checkpoint_config
 
 # Lightricks' TDP stage-2 schedule (shared/NOTES_LTX2.md).
@@ -80,8 +94,8 @@ def tiny_setup(size: tuple[int, int, int], seed: int) -> dict:
     g = torch.Generator().manual_seed(seed)
     f, h, w = _latent_cells(*size)
     stage1 = torch.randn(1, 128, f, h // 2, w // 2, generator=g)
-    up = ops_tdp.spatial_upsampler(model, str(files.spatial_upscaler), cpu)
-    video = ops_tdp.upsample_video(stage1, up, ops_tdp.video_statistics(model, cpu), torch.float32)
+    up = tdp_upsample.spatial_upsampler(model, str(files.spatial_upscaler), cpu)
+    video = tdp_upsample.upsample_video(stage1, up, tdp_upsample.video_statistics(model, cpu), torch.float32)
     width = model.description.caption_channels
     positive = context_from_features(
         torch.randn(1, TEXT_TOKENS, width, generator=g), model.processor, cpu, torch.float32
@@ -190,6 +204,65 @@ def bench(setup: dict, grid: tiled.TileGrid, job: dict, repeats: int) -> dict:
             result[f"{name}_median_cpu_s"] = round(statistics.median(cpu for _, cpu in times), 4)
     result["max_abs_diff"] = float((out - ref).abs().max())
     result["max_abs_untiled"] = float(ref.abs().max())
+    result.update(seams(out, ref, grid))
+    return result
+
+
+def seams(tiled_out: torch.Tensor, untiled: torch.Tensor, grid: tiled.TileGrid) -> dict:
+    """NOTE [seam ratio] on the tiled result; the same edges of the untiled result (what the content
+    alone gives), and the tiling error (tiled - untiled, where the content cancels)."""
+    if grid.counts == (1, 1):
+        return {}
+    return {
+        **tile_seams.seam_report(tiled_out, grid).as_dict(),
+        "seam_ratio_untiled_same_edges": round(tile_seams.seam_report(untiled, grid).ratio, 4),
+        "seam_ratio_of_tiling_error": round(tile_seams.seam_report(tiled_out - untiled, grid).ratio, 4),
+    }
+
+
+def bench_previews(setup: dict, grid: tiled.TileGrid, job: dict, repeats: int, frames: int) -> dict:
+    """The preview switch (NOTE [tdp preview]) on this one device: the tiled stage and each preview
+    alternate `repeats` times after a warm-up of each (so drift hits all alike); ratios are preview
+    time over tiled time. For the centre tile also the largest difference from the full run in the
+    tile's interior."""
+    model, video, audio, device = setup["model"], setup["video"], setup["audio"], setup["device"]
+    negative = setup["negative"] if job["cfg"] != 1.0 else None
+    shape = tuple(video.shape)
+    regions = {
+        "tiled": None,
+        **{m: preview_region(m, frames, grid, shape) for m in (CENTRE_TILE, FIRST_FRAMES)},
+    }
+
+    def run(region: PreviewRegion | None) -> torch.Tensor:
+        return ops_tdp.denoise_upscaled(
+            model, video, audio, setup["positive"], negative, grid, job,
+            rank=0, world_size=1, device=device, region=region,
+        )  # fmt: skip
+
+    outs = {name: _timed(lambda r=region: run(r), device)[2] for name, region in regions.items()}  # warm-up
+    times: dict[str, list[tuple[float, float]]] = {name: [] for name in regions}
+    for _ in range(repeats):
+        for name, region in regions.items():
+            wall, cpu, _ = _timed(lambda r=region: run(r), device)
+            times[name].append((wall, cpu))
+    medians = {
+        n: (statistics.median(w for w, _ in t), statistics.median(c for _, c in t)) for n, t in times.items()
+    }
+    result = {}
+    for mode in (CENTRE_TILE, FIRST_FRAMES):
+        key, region = "preview_" + mode.replace(" ", "_"), regions[mode]
+        result[f"{key}_shape"] = list(region.shape)
+        result[f"{key}_median_s"] = round(medians[mode][0], 4)
+        result[f"{key}_ratio"] = round(medians[mode][0] / medians["tiled"][0], 3)
+        if device.type == "cpu":  # CPU seconds: steadier on a shared machine (see _timed)
+            result[f"{key}_median_cpu_s"] = round(medians[mode][1], 4)
+            result[f"{key}_cpu_ratio"] = round(medians[mode][1] / medians["tiled"][1], 3)
+        if region.tile is not None:
+            reference = region.cut(outs["tiled"])
+            diff = (outs[mode] - reference)[..., region.tile.interior()].abs().max()
+            result[f"{key}_index"] = region.tile.index
+            result[f"{key}_interior_max_abs_diff"] = float(diff)
+            result[f"{key}_interior_relative_diff"] = float(diff / reference.abs().max())
     return result
 
 
@@ -215,6 +288,18 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument(
         "--layers", type=int, default=REAL_19B["num_layers"], help="--real19b only; < 48: smoke test"
     )
+    parser.add_argument(
+        "--no-previews", dest="previews", action="store_false", help="skip the preview timings"
+    )
+    parser.add_argument(
+        "--preview-frames", type=int, default=9, help="pixel frames of the first-frames preview"
+    )
+    parser.add_argument(
+        "--first-step-devices",
+        default="cpu:2",
+        help="tiny only: time from node call to first step on a worker group of these devices "
+        "(bench_first_step.py); empty to skip",
+    )
     a = parser.parse_args(argv)
     device = torch.device(a.device)
     if a.real19b and device.type == "cuda" and not torch.cuda.is_available():
@@ -231,6 +316,12 @@ def main(argv: list[str] | None = None) -> dict:
         "sigmas": torch.tensor(DEFAULT_SIGMAS),
     }
     result = bench(setup, grid, job, a.repeats)
+    if a.previews:
+        result.update(bench_previews(setup, grid, job, a.repeats, a.preview_frames))
+    if a.first_step_devices and not a.real19b:
+        from bench_first_step import tiny_first_step
+
+        result["queue_to_first_step"] = tiny_first_step(a.first_step_devices, a.repeats)
     num_tiles = len(grid.tiles)
     gpus = a.gpus or num_tiles
     result["projected_parallel_s"] = round(

@@ -9,7 +9,8 @@ import torch
 from ..workers.client import output_slot
 from ..workers.manager import MGPUModel
 from ..workers.sampling import SAMPLERS
-from ..workers.strategies.tiled import AUTO, upscaled_latent_shape
+from ..workers.strategies.tiled import AUTO, TileGrid, make_grid, resolve_counts, upscaled_latent_shape
+from ..workers.tdp_preview import DEFAULT_PREVIEW_FRAMES, OFF, PREVIEW_MODES, check_mode, preview_region
 from . import comfy
 from .convert import conditioning_args, split_latent
 from .jobs import run_job
@@ -27,6 +28,15 @@ GRIDS = tuple(
 )
 TILE_CHOICES = ("auto", *GRIDS)
 _GRID_PATTERN = re.compile(r"^\s*(\d+)\s*x\s*(\d+)\s*$")
+
+PREVIEW_TOOLTIP = (
+    "A quick look before the full run. 'centre tile': only the tile nearest the frame's centre, all GPUs on "
+    "it; returns that tile's region as a small video at full detail. 'first frames': the whole frame, only "
+    "the first preview_frames frames (audio cut to match). Same seed, noise and positions as the full run, "
+    "so what you see is what the full run makes there, up to the blending with neighbouring tiles."
+)
+# The longest video EmptyLTXVLatentVideo makes (its length maximum, nodes.MAX_RESOLUTION).
+MAX_FRAMES = 16384
 
 TOOLTIP = (
     "Tiled data parallelism (TDP) for the upscale stage: each GPU runs the whole transformer on its own "
@@ -118,6 +128,21 @@ class LTX2TDPUpscaler:
                     "SIGMAS",
                     {"tooltip": "Stage-2 schedule; 0.625, 0.4, 0.0 when not connected. Must start below 1."},
                 ),
+                # Appended after every older input: saved workflows keep their widget values by position.
+                "preview": (
+                    list(PREVIEW_MODES),
+                    {"default": OFF, "tooltip": PREVIEW_TOOLTIP},
+                ),
+                "preview_frames": (
+                    "INT",
+                    {
+                        "default": DEFAULT_PREVIEW_FRAMES,
+                        "min": 1,
+                        "max": MAX_FRAMES,
+                        "step": 8,
+                        "tooltip": "Frames a 'first frames' preview makes (8k + 1; 25 = one second at 24 fps).",
+                    },
+                ),
             },
             "hidden": {"unique_id": "UNIQUE_ID"},
         }
@@ -135,6 +160,8 @@ class LTX2TDPUpscaler:
         tiles: str,
         overlap: int,
         sigmas: torch.Tensor | None = None,
+        preview: str = OFF,
+        preview_frames: int = DEFAULT_PREVIEW_FRAMES,
         unique_id=None,
     ):
         from ..workers.checkpoint import read_checkpoint_config  # imports ltx-core: only when used
@@ -143,6 +170,10 @@ class LTX2TDPUpscaler:
         tiles_h, tiles_w = parse_tiles(tiles)
         upscaler = comfy.full_path(UPSCALER_FOLDERS, upscale_model)
         out_shape = upscaled_latent_shape(tuple(parts.video.shape), read_checkpoint_config(upscaler))
+        check_mode(preview)
+        if preview != OFF:  # the preview's output is the size of its region
+            grid = node_grid(out_shape, tiles_h, tiles_w, overlap, mgpu_model)
+            out_shape = preview_region(preview, preview_frames, grid, out_shape).shape
         schedule = torch.tensor(DEFAULT_SIGMAS) if sigmas is None else sigmas
         pos, frame_rate = conditioning_args(positive, "positive")
         neg = None if cfg == 1.0 else conditioning_args(negative, "negative")[0]
@@ -162,14 +193,25 @@ class LTX2TDPUpscaler:
             "overlap": overlap,
             "upscaler": str(upscaler),
             "max_video_tokens": mgpu_model.max_video_tokens,
+            "preview": preview,
+            "preview_frames": preview_frames,
             "out_video": out_video,
         }
-        run_job(mgpu_model, "tdp_upscale", args, node_id=unique_id, total=max(1, schedule.numel() - 1))
-        out = {k: v for k, v in latent.items() if k != "noise_mask"}  # the mask was for stage-1 cells
-        out["samples"] = (
-            comfy.nested_tensor([out_video.tensor, parts.audio]) if parts.nested else out_video.tensor
+        results = run_job(
+            mgpu_model, "tdp_upscale", args, node_id=unique_id, total=max(1, schedule.numel() - 1)
         )
+        out = {k: v for k, v in latent.items() if k != "noise_mask"}  # the mask was for stage-1 cells
+        audio = parts.audio
+        if audio is not None and results[0]["audio_frames"] != audio.shape[2]:
+            audio = audio[:, :, : results[0]["audio_frames"]].clone()  # a first-frames preview is shorter
+        out["samples"] = comfy.nested_tensor([out_video.tensor, audio]) if parts.nested else out_video.tensor
         return (out,)
+
+
+def node_grid(shape: tuple[int, ...], tiles_h: int, tiles_w: int, overlap: int, model: MGPUModel) -> TileGrid:
+    """The grid the workers will use (the preview's output size depends on it); ValueError as theirs."""
+    extent = (shape[3], shape[4])
+    return make_grid(extent, resolve_counts(tiles_h, tiles_w, model.world_size, extent, overlap), overlap)
 
 
 NODE_CLASSES = {"LTX2TDPUpscaler": (LTX2TDPUpscaler, "TDP Upscaler")}

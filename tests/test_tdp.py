@@ -9,23 +9,23 @@ and leave the group usable.
 from __future__ import annotations
 
 import itertools
-import sys
 import time
-import types
 
 import pytest
 import torch
-from sp_reference import load_in_process
+from tdp_helpers import (
+    fake_comfy,  # noqa: F401 (a fixture, used by name)
+    make_stage,
+    node_inputs,
+    run_tiled,
+)
 
-from conftest import tiny_conditioning
 from ltx2_mgpu.nodes.sp_sampler import LTX2SPSampler
 from ltx2_mgpu.nodes.tdp_upscaler import GRIDS, LTX2TDPUpscaler, parse_tiles
-from ltx2_mgpu.workers import latents, ops_tdp
-from ltx2_mgpu.workers.conditioning import context_from_features
+from ltx2_mgpu.workers import latents, ops_tdp, tdp_upsample
 from ltx2_mgpu.workers.manager import MGPUModel
 from ltx2_mgpu.workers.strategies import tiled
 
-CAPTION = 64  # the tiny model's caption channels
 # Ranks sum their tiles in another order than one rank does: float32 rounding, relative to the max.
 RANKS_TOLERANCE = 1e-5
 STAGE1 = (1, 128, 2, 4, 5)  # upscaled: 8 x 10 cells, 2 frames -> 160 tokens; a 2x2 tile 2 x 5 x 6
@@ -151,34 +151,12 @@ def test_node_grid_choices_parse():
 
 @pytest.fixture(scope="module")
 def stage(tiny):
-    """The tiny model loaded here, an upsampled stage-1 latent, audio and text contexts."""
-    cpu = torch.device("cpu")
-    model = load_in_process(tiny.checkpoint)
-    g = torch.Generator().manual_seed(11)
-    stage1 = torch.randn(STAGE1, generator=g)
-    upsampler = ops_tdp.spatial_upsampler(model, str(tiny.spatial_upscaler), cpu)
-    video = ops_tdp.upsample_video(stage1, upsampler, ops_tdp.video_statistics(model, cpu), torch.float32)
-    contexts = [
-        context_from_features(c[0][0], model.processor, cpu, torch.float32)
-        for c in (tiny_conditioning(9, CAPTION, seed=1), tiny_conditioning(6, CAPTION, seed=2))
-    ]
-    audio = torch.randn(1, 8, 7, 16, generator=g)
-    job = {"cfg": 3.0, "frame_rate": 24.0, "seed": 5, "sampler": "euler_ancestral", "sigmas": torch.tensor([0.625, 0.4, 0.0])}  # fmt: skip
-    return types.SimpleNamespace(
-        model=model, stage1=stage1, video=video, audio=audio, contexts=contexts, job=job
-    )
-
-
-def run_tiled(stage, grid, audio):
-    return ops_tdp.denoise_upscaled(
-        stage.model, stage.video, audio, *stage.contexts, grid, stage.job,
-        rank=0, world_size=1, device=torch.device("cpu"),
-    )  # fmt: skip
+    return make_stage(tiny, STAGE1)
 
 
 def test_upsampler_doubles_space_between_the_vae_statistics(stage):
     assert stage.video.shape == (1, 128, 2, 8, 10)
-    stats = ops_tdp.video_statistics(stage.model, torch.device("cpu"))
+    stats = tdp_upsample.video_statistics(stage.model, torch.device("cpu"))
     upsampler = next(v for k, v in stage.model.extras.items() if k.startswith("spatial_upsampler:"))
     with torch.inference_mode():
         by_hand = stats.normalize(upsampler(stats.un_normalize(stage.stage1)))
@@ -214,48 +192,8 @@ def test_stage1_audio_is_context_for_the_video(stage):
 # ---- the node over worker groups ----------------------------------------------------------------
 
 
-class _NestedStandIn:
-    is_nested = True
-
-    def __init__(self, tensors):
-        self.tensors = list(tensors)
-
-
-@pytest.fixture
-def fake_comfy(monkeypatch):
-    """Just enough of ComfyUI for the node: nested tensors and an interrupt flag that stays off."""
-    mm = types.ModuleType("comfy.model_management")
-    mm.processing_interrupted = lambda: False
-    nested = types.ModuleType("comfy.nested_tensor")
-    nested.NestedTensor = _NestedStandIn
-    monkeypatch.setitem(sys.modules, "comfy", types.ModuleType("comfy"))
-    monkeypatch.setitem(sys.modules, "comfy.model_management", mm)
-    monkeypatch.setitem(sys.modules, "comfy.nested_tensor", nested)
-
-
-def node_inputs(stage, tiny):
-    audio = stage.audio.clone()
-    latent = {
-        "samples": _NestedStandIn([stage.stage1.clone(), audio]),
-        "noise_mask": _NestedStandIn([torch.ones(1, 1, 2, 1, 1), torch.ones_like(audio)]),
-        "downscale_ratio_spacial": 32,
-    }
-    kwargs = dict(
-        positive=tiny_conditioning(9, CAPTION, seed=1, frame_rate=24.0),
-        negative=tiny_conditioning(6, CAPTION, seed=2, frame_rate=24.0),
-        latent=latent,
-        upscale_model=str(tiny.spatial_upscaler),
-        sampler_name="euler_ancestral",
-        cfg=3.0,
-        seed=5,
-        tiles="2x2",
-        overlap=2,
-        sigmas=torch.tensor([0.625, 0.4, 0.0]),
-    )
-    return kwargs, audio
-
-
-def test_four_tiles_agree_on_1_2_and_4_ranks_and_audio_is_stage1(manager, tiny, stage, fake_comfy):
+@pytest.mark.usefixtures("fake_comfy")
+def test_four_tiles_agree_on_1_2_and_4_ranks_and_audio_is_stage1(manager, tiny, stage):
     node = LTX2TDPUpscaler()
     results = {}
     for ranks in (1, 2, 4):
@@ -275,7 +213,8 @@ def test_four_tiles_agree_on_1_2_and_4_ranks_and_audio_is_stage1(manager, tiny, 
     assert float((results[4] - results[2]).abs().max()) / scale <= RANKS_TOLERANCE
 
 
-def test_refusals_say_what_to_change_and_group_keeps_working(manager, tiny, stage, fake_comfy):
+@pytest.mark.usefixtures("fake_comfy")
+def test_refusals_say_what_to_change_and_group_keeps_working(manager, tiny, stage):
     node = LTX2TDPUpscaler()
     model = MGPUModel.create(tiny.checkpoint, devices="cpu:2", dtype="float32")
     kwargs, _ = node_inputs(stage, tiny)
@@ -290,6 +229,8 @@ def test_refusals_say_what_to_change_and_group_keeps_working(manager, tiny, stag
         node.upscale(model, **{**kwargs, "sigmas": torch.tensor([1.0, 0.5, 0.0])})
     with pytest.raises(ValueError, match=r"4 tiles along height do not fit: .* 8 cells .* overlap of 5"):
         node.upscale(model, **{**kwargs, "tiles": "4x1", "overlap": 5})
+    with pytest.raises(ValueError, match=r"preview 'centre' is not one of 'off', 'centre tile'"):
+        node.upscale(model, **{**kwargs, "preview": "centre"})
     small = MGPUModel.create(tiny.checkpoint, devices="cpu:2", dtype="float32", max_video_tokens=40)
     with pytest.raises(
         ValueError, match=r"largest tile has 60 video tokens .* over the limit of 40\. Use more tiles"

@@ -22,11 +22,10 @@ from collections.abc import Callable, Iterator
 import torch
 import torch.distributed as dist
 from ltx_core.model.transformer.modality import Modality
-from ltx_core.model.video_vae.ops import PerChannelStatistics
-from safetensors import safe_open
 
+from ..kernels import even_split
 from . import latents, sampling
-from .checkpoint import load_upsampler, read_checkpoint_config, read_safetensors_header
+from .checkpoint import read_checkpoint_config
 from .conditioning import TextContext
 from .config import DEFAULT_MAX_VIDEO_TOKENS
 from .engine import AVDenoiser, Guidance, LoadedModel
@@ -35,11 +34,10 @@ from .ops import InputRejected, op
 from .ops_sampling import loaded_model, text_context
 from .strategies import tiled
 from .strategies.sequence_parallel import SequenceParallelModel, VideoSelfAttention, VideoToAudioAttention
+from .tdp_preview import DEFAULT_PREVIEW_FRAMES, OFF, PreviewRegion, RegionDenoiser, preview_region
+from .tdp_preview import audio_frames as preview_audio_frames
+from .tdp_upsample import spatial_upsampler, upsample_video, video_statistics
 
-# Where the VAE's per-channel statistics sit in a full LTX-2 checkpoint (workers/checkpoint.py).
-STATISTICS_PREFIX = "vae.per_channel_statistics."
-_STATISTICS_KEY = "video_statistics"
-_UPSAMPLER_KEY = "spatial_upsampler:"  # + file path: one upsampler cached per rank at a time
 # From this first sigma on, every tile starts from pure noise and invents its own content.
 PURE_NOISE_SIGMA = 1.0
 
@@ -109,19 +107,11 @@ class TiledDenoiser:
         self.device = device
         self.reduce = reduce
         local = dataclasses.replace(model, transformer=LocalTransformer(model.transformer))
-        full_positions = latents.video_positions(
-            self.video_shape, frame_rate, causal_fix=model.causal_positions, device=device
-        )
         self.work: list[tuple[tiled.Tile, AVDenoiser, torch.Tensor]] = []
         for tile in grid.for_rank(rank, world_size):
-            shape = torch.Size(tile.shape(self.video_shape))
-            denoiser = AVDenoiser(
-                local, positive, negative, guidance, shape, audio_shape, frame_rate, device, timing
-            )
-            positions = tiled.shift_to_origin(
-                tiled.tile_positions(full_positions, self.video_shape, tile), num_generated=shape[2:].numel()
-            )
-            denoiser.video_positions = positions.repeat(denoiser.copies, 1, 1, 1)
+            denoiser = tile_denoiser(
+                local, positive, negative, guidance, self.video_shape, tile, audio_shape, frame_rate, timing, device
+            )  # fmt: skip
             self.work.append((tile, denoiser, tile.blend_mask(torch.float32, device)))
 
     def __call__(
@@ -138,6 +128,34 @@ class TiledDenoiser:
         return [blended, *xs[1:]]
 
 
+def tile_denoiser(
+    model: LoadedModel,
+    positive: TextContext,
+    negative: TextContext | None,
+    guidance: Guidance,
+    video_shape: tuple[int, ...],
+    tile: tiled.Tile,
+    audio_shape: tuple[int, ...] | None,
+    frame_rate: float,
+    timing: latents.AudioTiming,
+    device: torch.device,
+) -> AVDenoiser:
+    """The model call of one tile of a video latent of `video_shape`: engine.AVDenoiser over the
+    tile's shape, with the positions the tile's cells have in the whole video, shifted to start at
+    zero (NOTE [tdp tiles]). `model.transformer` decides who runs it: a LocalTransformer (this rank
+    alone, inside `full_attention`) or the SequenceParallelModel (the tile split over the group)."""
+    shape = torch.Size(tile.shape(video_shape))
+    denoiser = AVDenoiser(model, positive, negative, guidance, shape, audio_shape, frame_rate, device, timing)
+    full_positions = latents.video_positions(
+        video_shape, frame_rate, causal_fix=model.causal_positions, device=device
+    )
+    positions = tiled.shift_to_origin(
+        tiled.tile_positions(full_positions, video_shape, tile), num_generated=shape[2:].numel()
+    )
+    denoiser.video_positions = positions.repeat(denoiser.copies, 1, 1, 1)
+    return denoiser
+
+
 def _cut_mask(tile: tiled.Tile, mask: torch.Tensor | None, video: torch.Tensor) -> torch.Tensor | None:
     """The tile's part of a 5-d noise mask broadcastable to the video (e.g. per-frame [B,1,F,1,1])."""
     if mask is None:
@@ -152,51 +170,11 @@ def all_reduce_sum(world_size: int) -> Reduce:
     return lambda tensor: dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
 
 
-def video_statistics(model: LoadedModel, device: torch.device) -> PerChannelStatistics:
-    """The video VAE's per-channel statistics from the loaded checkpoint (cached in model.extras)."""
-    cached = model.extras.get(_STATISTICS_KEY)
-    if cached is not None:
-        return cached
-    header = read_safetensors_header(model.path)
-    names = ("mean-of-means", "std-of-means")
-    missing = [STATISTICS_PREFIX + n for n in names if STATISTICS_PREFIX + n not in header.shapes]
-    if missing:
-        raise ValueError(
-            f"{model.path} holds no video VAE statistics ({', '.join(missing)}); the TDP Upscaler needs them "
-            "to upsample. Load a full LTX-2 checkpoint (with its VAE) in the MGPU Loader."
-        )
-    statistics = PerChannelStatistics(latent_channels=header.shapes[STATISTICS_PREFIX + names[0]][0])
-    with safe_open(str(model.path), framework="pt", device="cpu") as f:
-        for name in names:
-            statistics.register_buffer(name, f.get_tensor(STATISTICS_PREFIX + name).to(torch.float32))
-    model.extras[_STATISTICS_KEY] = statistics.to(device).eval()
-    return model.extras[_STATISTICS_KEY]
-
-
-def spatial_upsampler(model: LoadedModel, path: str, device: torch.device) -> torch.nn.Module:
-    """ltx-core's latent upsampler from `path` in the model's dtype, loaded once per rank (kept in
-    model.extras until another upscaler file is asked for)."""
-    key = _UPSAMPLER_KEY + path
-    if key not in model.extras:
-        for stale in [k for k in model.extras if k.startswith(_UPSAMPLER_KEY)]:
-            del model.extras[stale]
-        model.extras[key] = load_upsampler(path, device, model.dtype)
-    return model.extras[key]
-
-
-def upsample_video(
-    video: torch.Tensor, upsampler: torch.nn.Module, statistics: PerChannelStatistics, dtype: torch.dtype
-) -> torch.Tensor:
-    """Normalised latent [B,C,F,H,W] -> normalised latent [B,C,F,2H,2W] float32, computed in `dtype`
-    on the upsampler's device (un-normalise -> upsample -> normalise, as LTXVLatentUpsampler)."""
-    device = next(upsampler.parameters()).device
-    with torch.inference_mode():
-        x = statistics.un_normalize(video.to(device=device, dtype=dtype))
-        return statistics.normalize(upsampler(x)).float()
-
-
-def validate(args: dict, world_size: int, max_video_tokens: int) -> tuple[tiled.TileGrid, tuple[int, ...]]:
-    """Everything a user can get wrong, alike on every rank, before any collective (ValueError)."""
+def validate(
+    args: dict, world_size: int, max_video_tokens: int
+) -> tuple[tiled.TileGrid, tuple[int, ...], PreviewRegion | None]:
+    """Everything a user can get wrong, alike on every rank, before any collective (ValueError).
+    Returns the grid, the upscaled shape and the preview's region (None: the full run)."""
     video, audio, sigmas = args["video"], args.get("audio"), args["sigmas"]
     latents.check_video_latent(video, "stage-1 video latent")
     if audio is not None:
@@ -225,14 +203,23 @@ def validate(args: dict, world_size: int, max_video_tokens: int) -> tuple[tiled.
     extent = (up_shape[3], up_shape[4])
     counts = tiled.resolve_counts(int(args["tiles_h"]), int(args["tiles_w"]), world_size, extent, overlap)
     grid = tiled.make_grid(extent, counts, overlap)
-    tokens = up_shape[2] * grid.largest_tile_cells
+    region = preview_region(
+        str(args.get("preview", OFF)), int(args.get("preview_frames", DEFAULT_PREVIEW_FRAMES)), grid, up_shape
+    )
+    frames = up_shape[2] if region is None else region.frames
+    cells = (
+        grid.largest_tile_cells
+        if region is None or region.tile is None
+        else region.tile.h.size * region.tile.w.size
+    )
+    tokens = frames * cells
     if tokens > max_video_tokens:
         raise ValueError(
-            f"the largest tile has {tokens:,} video tokens ({up_shape[2]} frames x {tokens // up_shape[2]} cells), "
+            f"the largest tile has {tokens:,} video tokens ({frames} frames x {cells} cells), "
             f"over the limit of {max_video_tokens:,}. Use more tiles (now {counts[0]} x {counts[1]}), fewer frames, "
             "or a lower stage-1 resolution."
         )
-    return grid, up_shape
+    return grid, up_shape, region
 
 
 def _held_audio(audio: torch.Tensor | None) -> list[sampling.Stream]:
@@ -286,17 +273,31 @@ def denoise_upscaled(
     world_size: int,
     device: torch.device,
     on_step: sampling.StepCallback | None = None,
+    region: PreviewRegion | None = None,
 ) -> torch.Tensor:
     """The TDP stage: `video` (upscaled) re-noised and denoised over `grid`; final video [B,C,F,H,W]
-    float32 on `device`. Collective when world_size > 1; the result is identical on every rank.
+    float32 on `device`, or for a preview only `region` of it (NOTE [tdp preview]), region.shape.
+    Collective when world_size > 1; the result is identical on every rank.
     args: cfg, frame_rate, seed, sampler, sigmas."""
     cfg = float(args["cfg"])
-    denoiser = TiledDenoiser(
-        model, positive, negative, Guidance(cfg, cfg), grid, tuple(video.shape),
-        None if audio is None else tuple(audio.shape), float(args["frame_rate"]), _timing(model), device,
-        rank=rank, world_size=world_size, reduce=all_reduce_sum(world_size),
-    )  # fmt: skip
-    return _run_stage(denoiser, video, audio, args, device, on_step)
+    guidance, audio_shape = Guidance(cfg, cfg), None if audio is None else tuple(audio.shape)
+    frame_rate, timing = float(args["frame_rate"]), _timing(model)
+    if region is not None and region.tile is not None:
+        # The whole group on the one tile: SequenceParallelModel splits its tokens over the ranks.
+        inner: sampling.Denoiser = tile_denoiser(
+            model, positive, negative, guidance, region.frames_shape, region.tile, audio_shape, frame_rate,
+            timing, device,
+        )  # fmt: skip
+    else:
+        inner = TiledDenoiser(
+            model, positive, negative, guidance, grid, tuple(video.shape) if region is None else region.frames_shape,
+            audio_shape, frame_rate, timing, device, rank=rank, world_size=world_size,
+            reduce=all_reduce_sum(world_size),
+        )  # fmt: skip
+    if region is None:
+        return _run_stage(inner, video, audio, args, device, on_step)
+    out = _run_stage(RegionDenoiser(inner, region), video, audio, args, device, on_step)
+    return region.cut(out).contiguous()
 
 
 def denoise_untiled(
@@ -323,15 +324,19 @@ def denoise_untiled(
 def tdp_upscale(job, args: dict) -> dict:
     """args: video [B,128,F,H,W], audio [B,8,T,16] or None, positive / negative (ops_sampling form),
     frame_rate, sigmas, sampler, cfg, seed, tiles_h / tiles_w (0 and 0 = auto), overlap, upscaler (a
-    path), max_video_tokens, out_video: output slot [B,128,F,2H,2W] float32 written by rank 0."""
+    path), max_video_tokens, preview (tdp_preview.PREVIEW_MODES, default "off") and preview_frames (pixel
+    frames), out_video: output slot float32 written by rank 0, [B,128,F,2H,2W] or the preview region's
+    shape. Returns per rank: grid, tiles and tokens on the rank, and `audio_frames`, how many stage-1
+    audio frames go with the result (a first-frames preview is shorter)."""
     rt = job.runtime
     model = loaded_model(job)
     try:
-        grid, up_shape = validate(
+        grid, up_shape, region = validate(
             args, job.world_size, int(args.get("max_video_tokens", DEFAULT_MAX_VIDEO_TOKENS))
         )
-        if tuple(args["out_video"].shape) != up_shape:
-            raise ValueError(f"output slot {tuple(args['out_video'].shape)} != upscaled shape {up_shape}")
+        out_shape = up_shape if region is None else region.shape
+        if tuple(args["out_video"].shape) != out_shape:
+            raise ValueError(f"output slot {tuple(args['out_video'].shape)} != result shape {out_shape}")
         positive = text_context(model, args["positive"], rt.device, "positive")
         negative = text_context(model, args.get("negative"), rt.device, "negative")
         if float(args["cfg"]) != 1.0 and negative is None:
@@ -352,14 +357,38 @@ def tdp_upscale(job, args: dict) -> dict:
     job.check_cancel()
     result = denoise_upscaled(
         model, video, args.get("audio"), positive, negative, grid, args,
-        rank=job.rank, world_size=job.world_size, device=rt.device, on_step=on_step,
+        rank=job.rank, world_size=job.world_size, device=rt.device, on_step=on_step, region=region,
     )  # fmt: skip
     if job.rank == 0:
         args["out_video"].copy_(result.to(args["out_video"].dtype))
-    mine = grid.for_rank(job.rank, job.world_size)
     return {
         "tiles": list(grid.counts),
-        "tiles_on_rank": len(mine),
+        "tiles_on_rank": len(grid.for_rank(job.rank, job.world_size)),
         "largest_tile_tokens": up_shape[2] * grid.largest_tile_cells,
         "steps": len(args["sigmas"]) - 1,
+        "video_tokens_on_rank": tokens_on_rank(grid, region, up_shape, job.rank, job.world_size),
+        "preview_tile": None if region is None or region.tile is None else region.tile.index,
+        "audio_frames": _audio_frames_out(args, region, model),
     }
+
+
+def _audio_frames_out(args: dict, region: PreviewRegion | None, model: LoadedModel) -> int | None:
+    """Stage-1 audio frames the node returns: all, or as long as a first-frames preview lasts."""
+    audio = args.get("audio")
+    if audio is None:
+        return None
+    if region is None:
+        return int(audio.shape[2])
+    lps = _timing(model).latent_frames_per_second
+    return preview_audio_frames(region, int(audio.shape[2]), float(args["frame_rate"]), lps)
+
+
+def tokens_on_rank(
+    grid: tiled.TileGrid, region: PreviewRegion | None, shape: tuple[int, ...], rank: int, world_size: int
+) -> int:
+    """Video tokens this rank puts through the transformer per model call (per CFG copy): its tiles
+    over the frames computed, or for a centre-tile preview its share of the one tile."""
+    frames = shape[2] if region is None else region.frames
+    if region is not None and region.tile is not None:
+        return even_split(frames * region.tile.h.size * region.tile.w.size, world_size)[rank]
+    return sum(frames * t.h.size * t.w.size for t in grid.for_rank(rank, world_size))

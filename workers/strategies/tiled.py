@@ -81,6 +81,11 @@ class Tile:
         """This tile of a [B, C, F, H, W] tensor (a view)."""
         return latent[:, :, :, self.h.slice, self.w.slice]
 
+    def interior(self) -> torch.Tensor:
+        """[h, w] bool: the cells no neighbour shares (blend weight exactly 1), where the blended
+        result is this tile's own output bit for bit."""
+        return (self.weight_h == WEIGHT_ONE)[:, None] & (self.weight_w == WEIGHT_ONE)[None, :]
+
 
 @dataclass(frozen=True)
 class TileGrid:
@@ -99,6 +104,18 @@ class TileGrid:
     def largest_tile_cells(self) -> int:
         """h * w of the largest tile (times frames = its video token count)."""
         return max(t.h.size * t.w.size for t in self.tiles)
+
+    def centre_tile(self) -> Tile:
+        """The tile whose centre lies nearest the centre of the frame; on a tie (every even grid:
+        the four tiles of 2x2 all touch the centre) the first in reading order, so top-left."""
+        middle = (self.extent[0] / 2, self.extent[1] / 2)
+
+        def distance(tile: Tile) -> float:
+            return ((tile.h.start + tile.h.end) / 2 - middle[0]) ** 2 + (
+                (tile.w.start + tile.w.end) / 2 - middle[1]
+            ) ** 2
+
+        return min(self.tiles, key=lambda t: (distance(t), t.index))
 
 
 def max_tiles(extent: int, overlap: int) -> int:
