@@ -81,6 +81,8 @@ SPECS: dict[str, tuple[list[tuple], list[tuple[str, str]]]] = {
             ("w", "tiles"),
             ("w", "overlap"),
             ("s", "sigmas", "SIGMAS"),
+            ("w", "preview"),
+            ("w", "preview_frames"),
         ],
         [("LATENT", "LATENT")],
     ),
@@ -156,7 +158,10 @@ SPECS: dict[str, tuple[list[tuple], list[tuple[str, str]]]] = {
         [("images", "IMAGE"), ("audio", "AUDIO"), ("fps", "FLOAT")],
     ),
     "VAEEncode": ([("s", "pixels", "IMAGE"), ("s", "vae", "VAE")], [("LATENT", "LATENT")]),
-    "CreateVideo": ([("s", "images", "IMAGE"), ("w", "fps"), ("s", "audio", "AUDIO")], [("VIDEO", "VIDEO")]),
+    "CreateVideo": (
+        [("s", "images", "IMAGE"), ("w", "fps"), ("s", "audio", "AUDIO"), ("w", "bit_depth")],
+        [("VIDEO", "VIDEO")],
+    ),
     "SaveVideo": ([("s", "video", "VIDEO"), ("w", "filename_prefix"), ("w", "format"), ("w", "codec")], []),
 }
 
@@ -210,8 +215,11 @@ class Graph:
 
     @staticmethod
     def _input_names(node: Node) -> list[str]:
-        """The node's input slots: sockets, and widgets that a link drives (ComfyUI shows both as inputs)."""
-        return [s[1] for s in SPECS[node.type][0] if s[0] == "s" or s[1] in node.links]
+        """The node's input slots: sockets, then widgets that a link drives (the frontend's order)."""
+        spec = SPECS[node.type][0]
+        return [s[1] for s in spec if s[0] == "s"] + [
+            s[1] for s in spec if s[0] != "s" and s[1] in node.links
+        ]
 
     def _slot(self, node: Node, name: str) -> int:
         return self._input_names(node).index(name)
@@ -219,20 +227,19 @@ class Graph:
     def _ui_node(self, node: Node, out_links: dict, order: int) -> dict:
         inputs_spec, outputs_spec = SPECS[node.type]
         node_links = node.values.get("__links__", {})
-        inputs = []
+        inputs = [
+            {"name": s[1], "type": s[2], "link": node_links.get(s[1])} for s in inputs_spec if s[0] == "s"
+        ]
         for spec in inputs_spec:
-            if spec[0] == "s":
-                inputs.append({"name": spec[1], "type": spec[2], "link": node_links.get(spec[1])})
-            elif spec[1] in node.links:  # a widget converted to an input
+            if spec[0] != "s" and spec[1] in node.links:  # a widget driven by a link, after the sockets
                 kind = SPECS[node.links[spec[1]][0].type][1][node.links[spec[1]][1]][1]
-                inputs.append(
-                    {
-                        "name": spec[1],
-                        "type": kind,
-                        "link": node_links.get(spec[1]),
-                        "widget": {"name": spec[1]},
-                    }
-                )
+                linked = {
+                    "name": spec[1],
+                    "type": kind,
+                    "link": node_links.get(spec[1]),
+                    "widget": {"name": spec[1]},
+                }
+                inputs.append(linked)
         widgets = []
         for spec in inputs_spec:
             if spec[0] == "w":
@@ -243,7 +250,11 @@ class Graph:
             "id": node.id,
             "type": node.type,
             "pos": list(node.pos),
-            "size": [320, 60 + 26 * (len(widgets) + len(inputs))],
+            # The height the frontend gives this many sockets and widgets.
+            "size": [
+                320,
+                6 + 20 * max(len(inputs), len(outputs_spec)) + (8 + 24 * len(widgets) if widgets else 0),
+            ],
             "flags": {},
             "order": order,
             "mode": 0,
@@ -295,22 +306,26 @@ def loader(g: Graph, at=(0, 0)) -> Node:
     )
 
 
-def native_text(g: Graph, frame_rate: float, at=(0, 300)) -> Node:
+def native_text(g: Graph, frame_rate: float, at=(0, 330), cond_at=(800, 400)) -> Node:
     te = g.add(
         "LTXAVTextEncoderLoader", {"text_encoder": GEMMA, "ckpt_name": CHECKPOINT, "device": "default"}, at
     )
-    pos = g.add("CLIPTextEncode", {"text": PROMPT}, (at[0], at[1] + 150), "Positive prompt", clip=(te, 0))
-    neg = g.add("CLIPTextEncode", {"text": NEGATIVE}, (at[0], at[1] + 400), "Negative prompt", clip=(te, 0))
+    pos = g.add("CLIPTextEncode", {"text": PROMPT}, (at[0] + 400, at[1]), "Positive prompt", clip=(te, 0))
+    neg = g.add(
+        "CLIPTextEncode", {"text": NEGATIVE}, (at[0] + 400, at[1] + 180), "Negative prompt", clip=(te, 0)
+    )
     return g.add(
         "LTXVConditioning",
         {"frame_rate": frame_rate},
-        (at[0] + 400, at[1] + 250),
+        cond_at,
         positive=(pos, 0),
         negative=(neg, 0),
     )
 
 
-def decode_and_save(g: Graph, model: Node, latent: tuple, fps: float, prefix: str, at=(1600, 0)) -> None:
+def decode_and_save(
+    g: Graph, model: Node, latent: tuple, fps: float, prefix: str, at=(1600, -150), save_at=None
+) -> None:
     decode = g.add(
         "LTX2DistributedVAEDecode",
         {"tile_size": 0, "overlap": 64, "temporal_size": 0, "temporal_overlap": 24},
@@ -318,11 +333,17 @@ def decode_and_save(g: Graph, model: Node, latent: tuple, fps: float, prefix: st
         mgpu_model=(model, 0),
         latent=latent,
     )
-    video = g.add("CreateVideo", {"fps": fps}, (at[0] + 400, at[1]), images=(decode, 0), audio=(decode, 1))
+    video = g.add(
+        "CreateVideo",
+        {"fps": fps, "bit_depth": 8},
+        (at[0] + 400, at[1]),
+        images=(decode, 0),
+        audio=(decode, 1),
+    )
     g.add(
         "SaveVideo",
         {"filename_prefix": prefix, "format": "mp4", "codec": "auto"},
-        (at[0] + 800, at[1]),
+        save_at or (at[0] + 800, at[1]),
         video=(video, 0),
     )
 
@@ -336,20 +357,20 @@ def text_to_video() -> Graph:
     model = loader(g)
     cond = native_text(g, 24.0)
     video = g.add(
-        "EmptyLTXVLatentVideo", {"width": 768, "height": 512, "length": 121, "batch_size": 1}, (400, 0)
+        "EmptyLTXVLatentVideo", {"width": 768, "height": 512, "length": 121, "batch_size": 1}, (400, 690)
     )
-    audio_vae = g.add("LTXVAudioVAELoader", {"ckpt_name": CHECKPOINT}, (400, 200))
+    audio_vae = g.add("LTXVAudioVAELoader", {"ckpt_name": CHECKPOINT}, (0, 920))
     audio = g.add(
         "LTXVEmptyLatentAudio",
         {"frames_number": 121, "frame_rate": 24, "batch_size": 1},
-        (400, 350),
+        (400, 920),
         audio_vae=(audio_vae, 0),
     )
-    av = g.add("LTXVConcatAVLatent", {}, (800, 100), video_latent=(video, 0), audio_latent=(audio, 0))
+    av = g.add("LTXVConcatAVLatent", {}, (800, 690), video_latent=(video, 0), audio_latent=(audio, 0))
     sigmas = g.add(
         "LTXVScheduler",
         {"steps": 20, "max_shift": 2.05, "base_shift": 0.95, "stretch": True, "terminal": 0.1},
-        (800, 300),
+        (800, 870),
         latent=(av, 0),
     )
     stage1 = g.add(
@@ -364,7 +385,7 @@ def text_to_video() -> Graph:
         sigmas=(sigmas, 0),
     )
     distilled = g.add(
-        "LTX2MGPULoRA", {"lora_name": DISTILLED_LORA, "strength": 1.0}, (800, 600), mgpu_model=(model, 0)
+        "LTX2MGPULoRA", {"lora_name": DISTILLED_LORA, "strength": 1.0}, (800, 100), mgpu_model=(model, 0)
     )
     stage2 = g.add(
         "LTX2TDPUpscaler",
@@ -375,15 +396,17 @@ def text_to_video() -> Graph:
             "seed": 0,
             "tiles": "auto",
             "overlap": 5,
+            "preview": "off",
+            "preview_frames": 25,
         },
-        (1200, 400),
+        (1200, 450),
         "Stage 2: TDP Upscaler (full size)",
         mgpu_model=(distilled, 0),
         positive=(cond, 0),
         negative=(cond, 1),
         latent=(stage1, 0),
     )
-    decode_and_save(g, model, (stage2, 0), 24.0, "video/LTX-2-MultiGPU", (1600, 0))
+    decode_and_save(g, model, (stage2, 0), 24.0, "video/LTX-2-MultiGPU")
     return g
 
 
@@ -397,54 +420,54 @@ def image_to_video() -> Graph:
     pos = g.add(
         "LTX2MGPUTextEncode",
         {"text_encoder": GEMMA, "text": PROMPT, "placement": "auto"},
-        (0, 300),
+        (400, 120),
         "Positive prompt",
         mgpu_model=(model, 0),
     )
     neg = g.add(
         "LTX2MGPUTextEncode",
         {"text_encoder": GEMMA, "text": NEGATIVE, "placement": "auto"},
-        (0, 550),
+        (400, 360),
         "Negative prompt",
         mgpu_model=(model, 0),
     )
-    cond = g.add("LTXVConditioning", {"frame_rate": 24.0}, (400, 400), positive=(pos, 0), negative=(neg, 0))
-    ckpt = g.add("CheckpointLoaderSimple", {"ckpt_name": CHECKPOINT}, (0, 800))
-    image = g.add("LoadImage", {"image": "example.png"}, (0, 950))
+    cond = g.add("LTXVConditioning", {"frame_rate": 24.0}, (800, 160), positive=(pos, 0), negative=(neg, 0))
+    ckpt = g.add("CheckpointLoaderSimple", {"ckpt_name": CHECKPOINT}, (0, 620))
+    image = g.add("LoadImage", {"image": "example.png"}, (0, 780))
     i2v = g.add(
         "LTXVImgToVideo",
         {"width": 768, "height": 512, "length": 121, "batch_size": 1, "strength": 1.0},
-        (800, 400),
+        (1200, 280),
         positive=(cond, 0),
         negative=(cond, 1),
         vae=(ckpt, 2),
         image=(image, 0),
     )
-    audio_vae = g.add("LTXVAudioVAELoader", {"ckpt_name": CHECKPOINT}, (400, 700))
+    audio_vae = g.add("LTXVAudioVAELoader", {"ckpt_name": CHECKPOINT}, (0, 960))
     audio = g.add(
         "LTXVEmptyLatentAudio",
         {"frames_number": 121, "frame_rate": 24, "batch_size": 1},
-        (800, 700),
+        (800, 960),
         audio_vae=(audio_vae, 0),
     )
-    av = g.add("LTXVConcatAVLatent", {}, (1200, 500), video_latent=(i2v, 2), audio_latent=(audio, 0))
+    av = g.add("LTXVConcatAVLatent", {}, (1600, 560), video_latent=(i2v, 2), audio_latent=(audio, 0))
     sigmas = g.add(
         "LTXVScheduler",
         {"steps": 20, "max_shift": 2.05, "base_shift": 0.95, "stretch": True, "terminal": 0.1},
-        (1200, 700),
+        (1600, 760),
         latent=(av, 0),
     )
     sampled = g.add(
         "LTX2SPSampler",
         {"sampler_name": "euler_ancestral", "cfg": 4.0, "cfg_audio": 4.0, "seed": 10, "add_noise": True},
-        (1600, 400),
+        (2000, 200),
         mgpu_model=(model, 0),
         positive=(i2v, 0),
         negative=(i2v, 1),
         latent=(av, 0),
         sigmas=(sigmas, 0),
     )
-    decode_and_save(g, model, (sampled, 0), 24.0, "video/LTX-2-MultiGPU-i2v", (2000, 400))
+    decode_and_save(g, model, (sampled, 0), 24.0, "video/LTX-2-MultiGPU-i2v", (2400, 0), save_at=(2800, 240))
     return g
 
 
@@ -456,7 +479,7 @@ def upscale_latent() -> Graph:
     )
     model = loader(g)
     cond = native_text(g, 24.0)
-    latent = g.add("LoadLatent", {"latent": "stage1.latent"}, (400, 0))
+    latent = g.add("LoadLatent", {"latent": "stage1.latent"}, (400, 100))
     stage2 = g.add(
         "LTX2TDPUpscaler",
         {
@@ -466,14 +489,16 @@ def upscale_latent() -> Graph:
             "seed": 0,
             "tiles": "auto",
             "overlap": 5,
+            "preview": "off",
+            "preview_frames": 25,
         },
-        (800, 0),
+        (1200, 0),
         mgpu_model=(model, 0),
         positive=(cond, 0),
         negative=(cond, 1),
         latent=(latent, 0),
     )
-    decode_and_save(g, model, (stage2, 0), 24.0, "video/LTX-2-MultiGPU-upscaled", (1200, 0))
+    decode_and_save(g, model, (stage2, 0), 24.0, "video/LTX-2-MultiGPU-upscaled")
     return g
 
 
@@ -485,11 +510,11 @@ def upscale_video() -> Graph:
         "cropping.",
     )
     model = loader(g)
-    cond = native_text(g, 24.0)
-    ckpt = g.add("CheckpointLoaderSimple", {"ckpt_name": CHECKPOINT}, (400, 0))
-    source = g.add("LoadVideo", {"file": "input.mp4"}, (400, 200))
-    parts = g.add("GetVideoComponents", {}, (800, 200), video=(source, 0))
-    encoded = g.add("VAEEncode", {}, (1200, 200), pixels=(parts, 0), vae=(ckpt, 2))
+    cond = native_text(g, 24.0, cond_at=(800, 100))
+    ckpt = g.add("CheckpointLoaderSimple", {"ckpt_name": CHECKPOINT}, (800, 330))
+    source = g.add("LoadVideo", {"file": "input.mp4"}, (400, 720))
+    parts = g.add("GetVideoComponents", {}, (800, 720), video=(source, 0))
+    encoded = g.add("VAEEncode", {}, (1200, 500), pixels=(parts, 0), vae=(ckpt, 2))
     stage2 = g.add(
         "LTX2TDPUpscaler",
         {
@@ -499,8 +524,10 @@ def upscale_video() -> Graph:
             "seed": 0,
             "tiles": "auto",
             "overlap": 5,
+            "preview": "off",
+            "preview_frames": 25,
         },
-        (1600, 200),
+        (1600, 0),
         mgpu_model=(model, 0),
         positive=(cond, 0),
         negative=(cond, 1),
@@ -509,17 +536,22 @@ def upscale_video() -> Graph:
     decode = g.add(
         "LTX2DistributedVAEDecode",
         {"tile_size": 0, "overlap": 64, "temporal_size": 0, "temporal_overlap": 24},
-        (2000, 200),
+        (2000, -150),
         mgpu_model=(model, 0),
         latent=(stage2, 0),
     )
     video = g.add(
-        "CreateVideo", {"fps": 24.0}, (2400, 200), images=(decode, 0), audio=(parts, 1), fps=(parts, 2)
+        "CreateVideo",
+        {"fps": 24.0, "bit_depth": 8},
+        (2400, 300),
+        images=(decode, 0),
+        audio=(parts, 1),
+        fps=(parts, 2),
     )
     g.add(
         "SaveVideo",
         {"filename_prefix": "video/LTX-2-MultiGPU-upscaled", "format": "mp4", "codec": "auto"},
-        (2800, 200),
+        (2800, 300),
         video=(video, 0),
     )
     return g
