@@ -1,0 +1,137 @@
+"""Distributed VAE Encode: IMAGE frames -> LTX-2 LATENT, the frame split into bands over the group's GPUs."""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+
+import torch
+
+from ..workers import shm
+from ..workers.client import output_slot
+from ..workers.config import SHM_DIR
+from ..workers.manager import MGPUModel
+from ..workers.ops_vae_encode import latent_shape
+from ..workers.strategies.vae_encode_plan import make_plan
+from ..workers.strategies.vae_tiles import AUTO, FRAMES_PER_CELL, PIXELS_PER_CELL
+from .jobs import run_job
+from .loader import CATEGORY
+
+log = logging.getLogger(__name__)
+MAX_TEMPORAL_FRAMES = 4096
+RGB = 3
+
+
+def crop_like_native(pixels: torch.Tensor) -> torch.Tensor:
+    """What ComfyUI's VAEEncode encodes of an IMAGE [frames, H, W, C] for LTX-2's VAE, as a view:
+    H and W centre-cropped to multiples of 32 (comfy/sd.py VAE.vae_encode_crop_pixels), the channels
+    past the third dropped, and the trailing frames past 8k + 1 dropped (VideoVAE.encode). Raises
+    ValueError, saying what to change, for what the encoder cannot take."""
+    if not isinstance(pixels, torch.Tensor) or pixels.dim() != 4:
+        shape = tuple(pixels.shape) if isinstance(pixels, torch.Tensor) else type(pixels).__name__
+        raise ValueError(
+            f"pixels must be an IMAGE [frames, height, width, 3], got {shape}; connect frames from LoadVideo "
+            "(GetVideoComponents), LoadImage or a decode"
+        )
+    frames, height, width, channels = pixels.shape
+    if frames == 0:
+        raise ValueError("the IMAGE holds no frames; connect a video or image with at least one frame")
+    if min(height, width) < PIXELS_PER_CELL:
+        raise ValueError(
+            f"frames of {width} x {height} px are smaller than one latent cell ({PIXELS_PER_CELL} x "
+            f"{PIXELS_PER_CELL} px); upscale the frames to at least {PIXELS_PER_CELL} px a side"
+        )
+    if channels < RGB:
+        raise ValueError(
+            f"the IMAGE has {channels} channel(s); the encoder needs RGB (convert it to RGB first)"
+        )
+    if not pixels.is_floating_point():
+        raise ValueError(f"IMAGE values must be floats in 0..1, got dtype {pixels.dtype}")
+    kept = 1 + (frames - 1) // FRAMES_PER_CELL * FRAMES_PER_CELL
+    if kept != frames:
+        log.warning(
+            "Distributed VAE Encode: LTX-2 encodes 8k+1 frames; dropping the last %d of %d frames, as "
+            "VAEEncode does",
+            frames - kept,
+            frames,
+        )
+    h, w = height // PIXELS_PER_CELL * PIXELS_PER_CELL, width // PIXELS_PER_CELL * PIXELS_PER_CELL
+    top, left = (height - h) // 2, (width - w) // 2
+    return pixels[:kept, top : top + h, left : left + w, :RGB]
+
+
+def check_finite(pixels: torch.Tensor, frames_per_step: int = 16) -> None:
+    """Refuse NaN or infinite values, a few frames at a time (no mask of the whole clip in memory)."""
+    for start in range(0, pixels.shape[0], frames_per_step):
+        finite = torch.isfinite(pixels[start : start + frames_per_step]).flatten(1).all(dim=1)
+        if not bool(finite.all()):
+            bad = start + int((~finite).nonzero()[0, 0])
+            raise ValueError(
+                f"the IMAGE holds NaN or infinite values (first in frame {bad}); fix the node that made it"
+            )
+
+
+def check_shared_memory(nbytes: int) -> None:
+    """The frames travel to the workers through /dev/shm: refuse up front when it cannot hold them
+    (writing past a full tmpfs kills the writer with SIGBUS)."""
+    stats = os.statvfs(SHM_DIR)
+    free = stats.f_bavail * stats.f_frsize
+    if nbytes > free:
+        raise ValueError(
+            f"the frames need {nbytes / 2**30:.1f} GiB of shared memory but {SHM_DIR} has {free / 2**30:.1f} "
+            f"GiB free. Enlarge {SHM_DIR} (Docker: --shm-size), or encode fewer frames or a smaller "
+            "resolution at a time."
+        )
+
+
+class LTX2DistributedVAEEncode:
+    DESCRIPTION = (
+        "Encodes frames (IMAGE) into an LTX-2 video LATENT with the frame split into bands over the worker "
+        "group's GPUs. Neighbouring GPUs swap the rows each layer needs, so the latent is the single-GPU "
+        "encode's (up to float rounding), whatever the GPU count. Takes what VAEEncode takes and crops the same way: sides to "
+        "multiples of 32 (centred), frames to 8k+1 (the last ones dropped)."
+    )
+    CATEGORY = CATEGORY
+    RETURN_TYPES = ("LATENT",)
+    RETURN_NAMES = ("latent",)
+    OUTPUT_TOOLTIPS = ("The video latent [1, 128, (frames-1)/8+1, H/32, W/32], as VAEEncode returns it.",)
+    FUNCTION = "encode"
+
+    @classmethod
+    def INPUT_TYPES(cls) -> dict:
+        return {
+            "required": {
+                "mgpu_model": ("MGPU_MODEL", {"tooltip": "From MGPU Loader (its checkpoint's VAE encodes)."}),
+                "pixels": ("IMAGE", {"tooltip": "Frames in 0..1, e.g. from LoadVideo + GetVideoComponents."}),
+                "temporal_size": (
+                    "INT",
+                    {
+                        "default": AUTO,
+                        "min": 0,
+                        "max": MAX_TEMPORAL_FRAMES,
+                        "step": FRAMES_PER_CELL,
+                        "tooltip": "Frames each GPU encodes at a time (multiple of 8); less uses less memory. "
+                        "The result does not depend on it. 0: about 2 GB of activations per GPU.",
+                    },
+                ),
+            },
+            "hidden": {"unique_id": "UNIQUE_ID"},
+        }
+
+    def encode(self, mgpu_model: MGPUModel, pixels: torch.Tensor, temporal_size: int = AUTO, unique_id=None):
+        frames = crop_like_native(pixels)
+        check_finite(frames)
+        shape = latent_shape(tuple(frames.shape))
+        plan = make_plan(shape[2:], mgpu_model.world_size, temporal_size)
+        check_shared_memory(frames.numel() * frames.element_size() + 4 * math.prod(shape))
+        out = output_slot(shape, torch.float32)  # ranks write their slabs into it
+        try:
+            args = {"pixels": frames, "temporal_frames": temporal_size, "out_latent": out}
+            run_job(mgpu_model, "vae_encode", args, node_id=unique_id, total=len(plan.chunks))
+        finally:  # also when the group could not even start: no segment outlives the node call
+            shm.unlink(out.spec.name)
+        return ({"samples": out.tensor},)
+
+
+NODE_CLASSES = {"LTX2DistributedVAEEncode": (LTX2DistributedVAEEncode, "Distributed VAE Encode")}
