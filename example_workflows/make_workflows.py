@@ -101,6 +101,10 @@ SPECS: dict[str, tuple[list[tuple], list[tuple[str, str]]]] = {
         [("s", "mgpu_model", "MGPU_MODEL"), ("w", "text_encoder"), ("w", "text"), ("w", "placement")],
         [("CONDITIONING", "CONDITIONING")],
     ),
+    "LTX2DistributedVAEEncode": (
+        [("s", "mgpu_model", "MGPU_MODEL"), ("s", "pixels", "IMAGE"), ("w", "temporal_size")],
+        [("latent", "LATENT")],
+    ),
     "CheckpointLoaderSimple": ([("w", "ckpt_name")], [("MODEL", "MODEL"), ("CLIP", "CLIP"), ("VAE", "VAE")]),
     "LTXAVTextEncoderLoader": (
         [("w", "text_encoder"), ("w", "ckpt_name"), ("w", "device")],
@@ -506,15 +510,20 @@ def upscale_video() -> Graph:
     g = Graph(
         "ltx2_mgpu_upscale_video",
         "Upscale a video you already have 2x with the TDP Upscaler, keeping its audio and frame rate: LoadVideo, "
-        "VAE Encode, TDP Upscaler, Distributed VAE Decode. Frames 8k+1 and sides multiples of 32 encode without "
+        "Distributed VAE Encode, TDP Upscaler, Distributed VAE Decode. Frames 8k+1 and sides multiples of 32 encode without "
         "cropping.",
     )
     model = loader(g)
     cond = native_text(g, 24.0, cond_at=(800, 100))
-    ckpt = g.add("CheckpointLoaderSimple", {"ckpt_name": CHECKPOINT}, (800, 330))
     source = g.add("LoadVideo", {"file": "input.mp4"}, (400, 720))
     parts = g.add("GetVideoComponents", {}, (800, 720), video=(source, 0))
-    encoded = g.add("VAEEncode", {}, (1200, 500), pixels=(parts, 0), vae=(ckpt, 2))
+    encoded = g.add(
+        "LTX2DistributedVAEEncode",
+        {"temporal_size": 0},
+        (1200, 500),
+        mgpu_model=(model, 0),
+        pixels=(parts, 0),
+    )
     stage2 = g.add(
         "LTX2TDPUpscaler",
         {
