@@ -13,7 +13,15 @@ import pytest
 
 PACK_ROOT = Path(__file__).resolve().parent.parent
 COMFY_TOP_LEVEL = ("nodes", "utils", "server", "execution", "app", "comfy", "folder_paths")
-EXPECTED_NODES = {"LTX2MGPULoader", "LTX2SPSampler"}
+EXPECTED_NODES = {
+    "LTX2MGPULoader",
+    "LTX2MGPULoRA",
+    "LTX2SPSampler",
+    "LTX2TDPUpscaler",
+    "LTX2DistributedVAEDecode",
+    "LTX2DistributedVAEEncode",
+    "LTX2MGPUTextEncode",
+}
 
 
 def test_loads_from_a_folder_named_like_the_repo_as_comfyui_does(tmp_path):
@@ -45,7 +53,7 @@ def test_loads_from_a_folder_named_like_the_repo_as_comfyui_does(tmp_path):
     assert report["names"]["LTX2SPSampler"] == "SP Sampler"
 
 
-@pytest.mark.parametrize("name", ["LTX2MGPULoader", "LTX2SPSampler"])
+@pytest.mark.parametrize("name", sorted(EXPECTED_NODES))
 def test_node_inputs_are_typed_with_tooltips_and_limits(name):
     import ltx2_mgpu
 

@@ -114,6 +114,8 @@ def worker_env(placement: Placement, extra: dict[str, str] | None = None) -> dic
     env["MASTER_ADDR"] = "127.0.0.1"
     env["OMP_NUM_THREADS"] = str(placement.threads_per_rank())
     env["PYTHONUNBUFFERED"] = "1"
+    # NCCL's one-time notice about unbatched send/recv (text encoding's layer pipeline) is noise here.
+    env.setdefault("TORCH_NCCL_SHOW_EAGER_INIT_P2P_SERIALIZATION_WARNING", "false")
     if extra:
         env.update(extra)
     return env
