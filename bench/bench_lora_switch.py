@@ -33,20 +33,11 @@ from ltx2_mgpu.workers.checkpoint import TRANSFORMER, load_transformer
 from ltx2_mgpu.workers.fp8 import make_tiny_fp8
 from ltx2_mgpu.workers.lora import FuseTarget, LoraFuser, make_tiny_lora
 from ltx2_mgpu.workers.model_forward import ForwardMode
+from ltx2_mgpu.workers.ops_bench import LTX2_19B_TRANSFORMER
 from ltx2_mgpu.workers.tiny_model import tiny_checkpoint_config
 
-# 19B values (shared/NOTES_LTX2.md); every other key as in the tiny model's 19B key set.
-REAL_19B = {
-    "num_attention_heads": 32,
-    "attention_head_dim": 128,
-    "cross_attention_dim": 4096,
-    "audio_num_attention_heads": 32,
-    "audio_attention_head_dim": 64,
-    "audio_cross_attention_dim": 2048,
-    "caption_channels": 3840,
-    "connector_num_attention_heads": 30,
-    "connector_attention_head_dim": 128,
-}
+# The released 19B shape, shared with the other benchmarks (workers/ops_bench.py); layers set per run.
+REAL_19B = {k: v for k, v in LTX2_19B_TRANSFORMER.items() if k != "num_layers"}
 FULL_LAYERS = 48
 LORA_RANK = 384  # ltx-2-19b-distilled-lora-384
 WEIGHT_STD = 0.02

@@ -48,6 +48,7 @@ from ltx2_mgpu.workers.checkpoint import describe_config
 from ltx2_mgpu.workers.conditioning import TextContext, context_from_features
 from ltx2_mgpu.workers.engine import LoadedModel
 from ltx2_mgpu.workers.model_forward import ForwardMode, apply_mode_to_modules
+from ltx2_mgpu.workers.ops_bench import LTX2_19B_TRANSFORMER
 from ltx2_mgpu.workers.strategies import tile_seams, tiled
 from ltx2_mgpu.workers.strategies.sequence_parallel import SequenceParallelModel
 from ltx2_mgpu.workers.tdp_preview import CENTRE_TILE, FIRST_FRAMES, PreviewRegion, preview_region
@@ -59,19 +60,8 @@ DEFAULT_SIGMAS = (0.625, 0.4, 0.0)
 REAL_SIZE = (1024, 1536, 121)
 TINY_SIZE = (512, 768, 25)
 FRAME_RATE = 24.0
-# 19B values (shared/NOTES_LTX2.md); every other key as in the tiny model's 19B key set.
-REAL_19B = {
-    "num_layers": 48,
-    "num_attention_heads": 32,
-    "attention_head_dim": 128,
-    "cross_attention_dim": 4096,
-    "audio_num_attention_heads": 32,
-    "audio_attention_head_dim": 64,
-    "audio_cross_attention_dim": 2048,
-    "caption_channels": 3840,
-    "connector_num_attention_heads": 30,
-    "connector_attention_head_dim": 128,
-}
+# The released 19B shape, shared with the other benchmarks (workers/ops_bench.py).
+REAL_19B = LTX2_19B_TRANSFORMER
 CONTEXT_TOKENS = 1024  # the connectors' output length (workers/conditioning.CONTEXT_LENGTH)
 TEXT_TOKENS = 64  # tiny: prompt tokens before the connectors
 

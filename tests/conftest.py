@@ -4,7 +4,9 @@ leak checks every group test ends with (nothing left in /dev/shm, no worker proc
 from __future__ import annotations
 
 import os
+import sys
 import time
+import types
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -102,3 +104,39 @@ def tiny_conditioning(tokens: int, width: int, seed: int, frame_rate: float = 25
 @pytest.fixture
 def tiny_path(tiny) -> Path:
     return tiny.checkpoint
+
+
+class NestedStandIn:
+    """What comfy.nested_tensor.NestedTensor offers the nodes: is_nested and tensors."""
+
+    is_nested = True
+
+    def __init__(self, tensors):
+        self.tensors = list(tensors)
+
+
+@pytest.fixture
+def fake_comfy(monkeypatch):
+    """Just enough of ComfyUI for the nodes: nested tensors and the interrupt machinery.
+    Returns (state, InterruptProcessingException); set state["interrupt"] to press Cancel."""
+    state = {"interrupt": False}
+
+    class InterruptProcessingException(Exception):
+        pass
+
+    mm = types.ModuleType("comfy.model_management")
+    mm.processing_interrupted = lambda: state["interrupt"]
+    mm.InterruptProcessingException = InterruptProcessingException
+
+    def throw():
+        if state["interrupt"]:
+            state["interrupt"] = False
+            raise InterruptProcessingException()
+
+    mm.throw_exception_if_processing_interrupted = throw
+    nested = types.ModuleType("comfy.nested_tensor")
+    nested.NestedTensor = NestedStandIn
+    monkeypatch.setitem(sys.modules, "comfy", types.ModuleType("comfy"))
+    monkeypatch.setitem(sys.modules, "comfy.model_management", mm)
+    monkeypatch.setitem(sys.modules, "comfy.nested_tensor", nested)
+    return state, InterruptProcessingException

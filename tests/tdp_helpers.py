@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import sys
 import types
 
-import pytest
 import torch
 from sp_reference import load_in_process
 
-from conftest import tiny_conditioning
+from conftest import NestedStandIn, tiny_conditioning
 from ltx2_mgpu.workers import ops_tdp, tdp_upsample
 from ltx2_mgpu.workers.conditioning import context_from_features
 from ltx2_mgpu.workers.strategies import tiled
@@ -51,25 +49,6 @@ def run_tiled(
         stage.model, stage.video, audio, *stage.contexts, grid, {**stage.job, **job},
         rank=0, world_size=1, device=torch.device("cpu"), region=region,
     )  # fmt: skip
-
-
-class NestedStandIn:
-    is_nested = True
-
-    def __init__(self, tensors):
-        self.tensors = list(tensors)
-
-
-@pytest.fixture
-def fake_comfy(monkeypatch):
-    """Just enough of ComfyUI for the node: nested tensors and an interrupt flag that stays off."""
-    mm = types.ModuleType("comfy.model_management")
-    mm.processing_interrupted = lambda: False
-    nested = types.ModuleType("comfy.nested_tensor")
-    nested.NestedTensor = NestedStandIn
-    monkeypatch.setitem(sys.modules, "comfy", types.ModuleType("comfy"))
-    monkeypatch.setitem(sys.modules, "comfy.model_management", mm)
-    monkeypatch.setitem(sys.modules, "comfy.nested_tensor", nested)
 
 
 def node_inputs(stage, tiny) -> tuple[dict, torch.Tensor]:

@@ -5,13 +5,10 @@ Tolerance (issue): max abs error at most 1e-5 of the output's largest magnitude,
 
 from __future__ import annotations
 
-import sys
-import types
-
 import pytest
 import torch
 
-from conftest import tiny_conditioning
+from conftest import NestedStandIn, tiny_conditioning
 from ltx2_mgpu.nodes.sp_sampler import LTX2SPSampler
 from ltx2_mgpu.workers.client import output_slot
 from ltx2_mgpu.workers.manager import MGPUModel
@@ -113,50 +110,14 @@ def sampler_inputs():
     return video, audio, mask, positive, negative, sigmas
 
 
-class _NestedStandIn:
-    """What comfy.nested_tensor.NestedTensor offers the node: is_nested and tensors."""
-
-    is_nested = True
-
-    def __init__(self, tensors):
-        self.tensors = list(tensors)
-
-
-@pytest.fixture
-def fake_comfy(monkeypatch):
-    """Just enough of ComfyUI for the node: nested tensors and the interrupt machinery."""
-    state = {"interrupt": False}
-
-    class InterruptProcessingException(Exception):
-        pass
-
-    mm = types.ModuleType("comfy.model_management")
-    mm.processing_interrupted = lambda: state["interrupt"]
-    mm.InterruptProcessingException = InterruptProcessingException
-
-    def throw():
-        if state["interrupt"]:
-            state["interrupt"] = False
-            raise InterruptProcessingException()
-
-    mm.throw_exception_if_processing_interrupted = throw
-    nested = types.ModuleType("comfy.nested_tensor")
-    nested.NestedTensor = _NestedStandIn
-    comfy_pkg = types.ModuleType("comfy")
-    monkeypatch.setitem(sys.modules, "comfy", comfy_pkg)
-    monkeypatch.setitem(sys.modules, "comfy.model_management", mm)
-    monkeypatch.setitem(sys.modules, "comfy.nested_tensor", nested)
-    return state, InterruptProcessingException
-
-
 @pytest.mark.parametrize("sampler", ["euler", "euler_ancestral"])
 def test_sp_sampler_node_two_ranks_equals_one_rank_and_in_process_loop(
     manager, tiny_path, fake_comfy, sampler
 ):
     video, audio, mask, positive, negative, sigmas = sampler_inputs()
     latent = {
-        "samples": _NestedStandIn([video, audio]),
-        "noise_mask": _NestedStandIn([mask, torch.ones_like(audio)]),
+        "samples": NestedStandIn([video, audio]),
+        "noise_mask": NestedStandIn([mask, torch.ones_like(audio)]),
     }
     node = LTX2SPSampler()
     results = {}

@@ -14,7 +14,6 @@ import time
 import pytest
 import torch
 from tdp_helpers import (
-    fake_comfy,  # noqa: F401 (a fixture, used by name)
     make_stage,
     node_inputs,
     run_tiled,

@@ -15,7 +15,6 @@ import pytest
 import torch
 from tdp_helpers import (
     ONE_STEP,
-    fake_comfy,  # noqa: F401 (a fixture, used by name)
     make_stage,
     node_inputs,
     run_tiled,

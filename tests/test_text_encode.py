@@ -14,8 +14,6 @@ placements are compared bit for bit: each prompt runs alone, so the arithmetic i
 from __future__ import annotations
 
 import json
-import sys
-import types
 from pathlib import Path
 
 import pytest
@@ -23,7 +21,7 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
-from conftest import assert_no_leaks
+from conftest import NestedStandIn, assert_no_leaks
 from ltx2_mgpu.nodes.sp_sampler import LTX2SPSampler
 from ltx2_mgpu.nodes.text_encode import PROJECTION_KEY, LTX2MGPUTextEncode
 from ltx2_mgpu.workers.client import output_slot
@@ -239,20 +237,9 @@ def test_weights_stay_resident_until_something_else_is_asked(group_manager, tiny
     assert group_manager.group is not None and group_manager.group.is_alive
 
 
-class _Nested:
-    is_nested = True
-
-    def __init__(self, tensors):
-        self.tensors = list(tensors)
-
-
-def test_conditioning_feeds_the_sp_sampler(group_manager, tiny, gemma, reference, monkeypatch):
+def test_conditioning_feeds_the_sp_sampler(group_manager, tiny, gemma, reference, fake_comfy):
     """Node -> frame rate (what LTXVConditioning adds) -> SP Sampler, against the same job in one
     process fed with the transformers reference conditioning."""
-    nested = types.ModuleType("comfy.nested_tensor")
-    nested.NestedTensor = _Nested
-    monkeypatch.setitem(sys.modules, "comfy", types.ModuleType("comfy"))
-    monkeypatch.setitem(sys.modules, "comfy.nested_tensor", nested)
     model = MGPUModel.create(tiny.checkpoint, devices="cpu:3", dtype="float32")
     node = LTX2MGPUTextEncode()
     fps = 24.0
@@ -264,7 +251,15 @@ def test_conditioning_feeds_the_sp_sampler(group_manager, tiny, gemma, reference
     video, audio = torch.randn(1, 128, 2, 2, 3, generator=g), torch.randn(1, 8, 5, 16, generator=g)
     sigmas = torch.tensor([1.0, 0.909375, 0.725, 0.421875, 0.0])
     (out,) = LTX2SPSampler().sample(
-        model, positive, negative, {"samples": _Nested([video, audio])}, sigmas, "euler", 3.0, 3.0, seed=11
+        model,
+        positive,
+        negative,
+        {"samples": NestedStandIn([video, audio])},
+        sigmas,
+        "euler",
+        3.0,
+        3.0,
+        seed=11,
     )
     ref_pos = [[reference[SHORT], {"frame_rate": fps}]]
     ref_neg = [[reference[PROMPTS[3]], {"frame_rate": fps}]]

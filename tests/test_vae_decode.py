@@ -19,6 +19,7 @@ from ltx_core.model.audio_vae import VocoderConfigurator, decode_audio
 from ltx_core.model.video_vae import VideoDecoderConfigurator
 from ltx_core.model.video_vae.tiling import SpatialTilingConfig, TemporalTilingConfig, Tile, TilingConfig
 
+from conftest import NestedStandIn
 from ltx2_mgpu.nodes import vae_decode as vae_decode_node
 from ltx2_mgpu.nodes.vae_decode import LTX2DistributedVAEDecode
 from ltx2_mgpu.workers import checkpoint
@@ -30,15 +31,6 @@ from ltx2_mgpu.workers.vae_outputs import audio_output, image_shape
 TOLERANCE = 1e-5
 # 2 x 2 x 2 tiles on a [.., 4, 4, 6] latent: two causal temporal chunks, overlaps on every axis.
 EXPLICIT = TileSettings(tile_px=128, overlap_px=32, temporal_frames=24, temporal_overlap_frames=8)
-
-
-class NestedStandIn:
-    """What comfy.nested_tensor.NestedTensor offers the node: is_nested and tensors."""
-
-    is_nested = True
-
-    def __init__(self, tensors):
-        self.tensors = list(tensors)
 
 
 def ltx_config(settings: TileSettings) -> TilingConfig:

@@ -4,36 +4,18 @@ and 3 CPU workers (LTX2_MGPU_CPU_WORKERS, as on a machine without GPUs)."""
 
 from __future__ import annotations
 
-import pytest
 import torch
 
-from conftest import tiny_conditioning
+from conftest import NestedStandIn, tiny_conditioning
 from ltx2_mgpu.nodes import NODE_CLASS_MAPPINGS
 from ltx2_mgpu.workers.reference import relative_error
 
 SIGMAS = torch.tensor([1.0, 0.9, 0.6, 0.0])
 
 
-class _Nested:
-    is_nested = True
-
-    def __init__(self, tensors):
-        self.tensors = list(tensors)
-
-
-@pytest.fixture
-def nested_tensors(monkeypatch):
-    import sys
-    import types
-
-    module = types.ModuleType("comfy.nested_tensor")
-    module.NestedTensor = _Nested
-    monkeypatch.setitem(sys.modules, "comfy.nested_tensor", module)
-
-
-def test_same_saved_workflow_on_1_2_and_3_workers(manager, tiny, monkeypatch, nested_tensors):
+def test_same_saved_workflow_on_1_2_and_3_workers(manager, tiny, monkeypatch, fake_comfy):
     pos, neg = tiny_conditioning(9, 64, seed=1), tiny_conditioning(5, 64, seed=2)
-    latent = {"samples": _Nested([torch.zeros(1, 128, 2, 4, 6), torch.zeros(1, 8, 9, 16)])}
+    latent = {"samples": NestedStandIn([torch.zeros(1, 128, 2, 4, 6), torch.zeros(1, 8, 9, 16)])}
     stage1, upscaled = {}, {}
     for workers in (1, 2, 3):
         monkeypatch.setenv("LTX2_MGPU_CPU_WORKERS", str(workers))

@@ -79,7 +79,7 @@ class Guidance:
 class AVDenoiser:
     """The sampler's model call: latents in ComfyUI form -> denoised latents (x0), CFG applied.
 
-    Positions are computed once per job. cond and uncond run as one batch [cond; uncond].
+    Positions are computed once per job. uncond and cond run as one batch [uncond; cond], as ComfyUI batches them.
     """
 
     def __init__(

@@ -34,6 +34,8 @@ LTX2_19B_TRANSFORMER = {
     "audio_attention_head_dim": 64,
     "audio_cross_attention_dim": 2048,
     "caption_channels": 3840,
+    "connector_num_attention_heads": 30,
+    "connector_attention_head_dim": 128,
     "in_channels": 128,
     "out_channels": 128,
     "audio_in_channels": 128,
