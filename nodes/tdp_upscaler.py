@@ -195,6 +195,7 @@ class LTX2TDPUpscaler:
             "max_video_tokens": mgpu_model.max_video_tokens,
             "preview": preview,
             "preview_frames": preview_frames,
+            "live_preview": comfy.previews_enabled(),
             "out_video": out_video,
         }
         results = run_job(

@@ -95,3 +95,17 @@ def test_cancel_noticed_by_comfyuis_progress_hook_still_stops_every_rank(
     comfy_with_previews["cancel_at"] = None
     (out,) = _run(model, torch.tensor([1.0, 0.5, 0.0]))
     assert torch.isfinite(out["samples"]).all()
+
+
+def test_tdp_upscaler_shows_the_denoising_latent_too(manager, tiny, comfy_with_previews):
+    from ltx2_mgpu.nodes.tdp_upscaler import LTX2TDPUpscaler
+
+    model = MGPUModel.create(tiny.checkpoint, devices="cpu:2", dtype="float32")
+    pos, neg = tiny_conditioning(7, 64, seed=1), tiny_conditioning(5, 64, seed=2)
+    stage1 = {"samples": torch.zeros(1, 128, 2, 3, 5)}
+    LTX2TDPUpscaler().upscale(
+        model, pos, neg, stage1, str(tiny.spatial_upscaler), "euler", 1.0, 3, "1x2", 2, unique_id="7"
+    )
+    previews = [p for _, _, p in comfy_with_previews["updates"] if p is not None]
+    assert len(previews) == 2  # the default schedule 0.625, 0.4, 0 has two steps
+    assert previews[-1][1].size == (10, 6)  # the upscaled latent frame, width x height

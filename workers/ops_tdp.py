@@ -32,6 +32,7 @@ from .engine import AVDenoiser, Guidance, LoadedModel
 from .model_forward import run_transformer
 from .ops import InputRejected, op
 from .ops_sampling import loaded_model, text_context
+from .preview import preview_payload
 from .strategies import tiled
 from .strategies.sequence_parallel import SequenceParallelModel, VideoSelfAttention, VideoToAudioAttention
 from .tdp_preview import DEFAULT_PREVIEW_FRAMES, OFF, PreviewRegion, RegionDenoiser, preview_region
@@ -234,6 +235,7 @@ def _run_stage(
     args: dict,
     device: torch.device,
     on_step: sampling.StepCallback | None,
+    on_denoised: sampling.StepCallback | None = None,
 ) -> torch.Tensor:
     """Re-noise `video` to the first sigma (noise from the seed, as ComfyUI draws it: video, then
     audio) and run the SP Sampler's loop with `denoiser`; the final video, float32 on `device`."""
@@ -251,6 +253,7 @@ def _run_stage(
             seed=seed,
             device=device,
             on_step=on_step,
+            on_denoised=on_denoised,
         )
     return out[0]
 
@@ -274,6 +277,7 @@ def denoise_upscaled(
     device: torch.device,
     on_step: sampling.StepCallback | None = None,
     region: PreviewRegion | None = None,
+    on_denoised: sampling.StepCallback | None = None,
 ) -> torch.Tensor:
     """The TDP stage: `video` (upscaled) re-noised and denoised over `grid`; final video [B,C,F,H,W]
     float32 on `device`, or for a preview only `region` of it (NOTE [tdp preview]), region.shape.
@@ -295,8 +299,8 @@ def denoise_upscaled(
             reduce=all_reduce_sum(world_size),
         )  # fmt: skip
     if region is None:
-        return _run_stage(inner, video, audio, args, device, on_step)
-    out = _run_stage(RegionDenoiser(inner, region), video, audio, args, device, on_step)
+        return _run_stage(inner, video, audio, args, device, on_step, on_denoised)
+    out = _run_stage(RegionDenoiser(inner, region), video, audio, args, device, on_step, on_denoised)
     return region.cut(out).contiguous()
 
 
@@ -350,14 +354,21 @@ def tdp_upscale(job, args: dict) -> dict:
         with torch.inference_mode():
             dist.broadcast(video, src=0)  # one source of truth: every rank steps the same latent
 
+    previews: dict[str, dict] = {}
+
+    def on_denoised(step: int, total: int, denoised: list[torch.Tensor]) -> None:
+        if args.get("live_preview") and job.rank == 0:
+            previews["last"] = preview_payload(denoised[0])
+
     def on_step(step: int, total: int, x: list[torch.Tensor]) -> None:
-        job.progress(step, total)
+        job.progress(step, total, **({"preview": previews.pop("last")} if "last" in previews else {}))
         job.check_cancel()
 
     job.check_cancel()
     result = denoise_upscaled(
         model, video, args.get("audio"), positive, negative, grid, args,
         rank=job.rank, world_size=job.world_size, device=rt.device, on_step=on_step, region=region,
+        on_denoised=on_denoised,
     )  # fmt: skip
     if job.rank == 0:
         args["out_video"].copy_(result.to(args["out_video"].dtype))
