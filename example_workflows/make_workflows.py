@@ -189,7 +189,9 @@ class Graph:
     def add(
         self, type_: str, values: dict | None = None, at: tuple[int, int] = (0, 0), title=None, **links
     ) -> Node:
-        node = Node(len(self.nodes) + 1, type_, values or {}, links, at, title)
+        node = Node(
+            len(self.nodes) + 1, type_, dict(values or {}), links, at, title
+        )  # a copy: ui() adds to it
         node.models = [
             {"name": v, **MODELS[v]} for v in node.values.values() if isinstance(v, str) and v in MODELS
         ]
@@ -294,6 +296,19 @@ class Graph:
         return graph
 
 
+# The distilled stage 2 (cfg 1, Lightricks' TDP schedule when no SIGMAS is connected).
+TDP_STAGE2 = {
+    "upscale_model": UPSCALER,
+    "sampler_name": "euler_ancestral",
+    "cfg": 1.0,
+    "seed": 0,
+    "tiles": "auto",
+    "overlap": 5,
+    "preview": "off",
+    "preview_frames": 25,
+}
+
+
 def loader(g: Graph, at=(0, 0)) -> Node:
     return g.add(
         "LTX2MGPULoader",
@@ -393,16 +408,7 @@ def text_to_video() -> Graph:
     )
     stage2 = g.add(
         "LTX2TDPUpscaler",
-        {
-            "upscale_model": UPSCALER,
-            "sampler_name": "euler_ancestral",
-            "cfg": 1.0,
-            "seed": 0,
-            "tiles": "auto",
-            "overlap": 5,
-            "preview": "off",
-            "preview_frames": 25,
-        },
+        TDP_STAGE2,
         (1200, 450),
         "Stage 2: TDP Upscaler (full size)",
         mgpu_model=(distilled, 0),
@@ -486,16 +492,7 @@ def upscale_latent() -> Graph:
     latent = g.add("LoadLatent", {"latent": "stage1.latent"}, (400, 100))
     stage2 = g.add(
         "LTX2TDPUpscaler",
-        {
-            "upscale_model": UPSCALER,
-            "sampler_name": "euler_ancestral",
-            "cfg": 1.0,
-            "seed": 0,
-            "tiles": "auto",
-            "overlap": 5,
-            "preview": "off",
-            "preview_frames": 25,
-        },
+        TDP_STAGE2,
         (1200, 0),
         mgpu_model=(model, 0),
         positive=(cond, 0),
@@ -526,16 +523,7 @@ def upscale_video() -> Graph:
     )
     stage2 = g.add(
         "LTX2TDPUpscaler",
-        {
-            "upscale_model": UPSCALER,
-            "sampler_name": "euler_ancestral",
-            "cfg": 1.0,
-            "seed": 0,
-            "tiles": "auto",
-            "overlap": 5,
-            "preview": "off",
-            "preview_frames": 25,
-        },
+        TDP_STAGE2,
         (1600, 0),
         mgpu_model=(model, 0),
         positive=(cond, 0),

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-import sys
 import types
 
 import pytest
@@ -270,30 +269,7 @@ def test_decode_equals_ltx_core_for_1_2_3_ranks(manager, tiny_path):
         assert torch.equal(waves[ranks], ref_audio.waveform), f"audio of {ranks} ranks is not ltx-core's"
 
 
-@pytest.fixture
-def interrupt(monkeypatch):
-    """Just enough of comfy.model_management for the node's Cancel path."""
-
-    class InterruptProcessingException(Exception):
-        pass
-
-    state = {"on": False}
-    mm = types.ModuleType("comfy.model_management")
-    mm.processing_interrupted = lambda: state["on"]
-    mm.InterruptProcessingException = InterruptProcessingException
-
-    def throw():
-        if state["on"]:
-            state["on"] = False
-            raise InterruptProcessingException()
-
-    mm.throw_exception_if_processing_interrupted = throw
-    monkeypatch.setitem(sys.modules, "comfy", types.ModuleType("comfy"))
-    monkeypatch.setitem(sys.modules, "comfy.model_management", mm)
-    return state, InterruptProcessingException
-
-
-def test_errors_say_what_to_change_and_cancel_keeps_the_group(manager, tiny_path, interrupt, monkeypatch):
+def test_errors_say_what_to_change_and_cancel_keeps_the_group(manager, tiny_path, fake_comfy, monkeypatch):
     node = LTX2DistributedVAEDecode()
     model = MGPUModel.create(tiny_path, devices="cpu:2", dtype="float32")
     with pytest.raises(ValueError, match="holds only audio; decode it with LTXV Audio VAE Decode"):
@@ -317,8 +293,8 @@ def test_errors_say_what_to_change_and_cancel_keeps_the_group(manager, tiny_path
     nan[0, 0, 0, 0, 0] = float("nan")
     with pytest.raises(ValueError, match="NaN"):
         node.decode(model, {"samples": nan})
-    state, interrupted = interrupt
-    state["on"] = True  # Cancel pressed: the client passes it on within one poll (50 ms)
+    state, interrupted = fake_comfy
+    state["interrupt"] = True  # Cancel pressed: the client passes it on within one poll (50 ms)
     with pytest.raises(interrupted):  # 36 tiles in 18 rounds: every rank stops at a round boundary
         node.decode(model, {"samples": torch.randn(1, 128, 7, 4, 6)}, 64, 0, 16, 8)
     assert manager.group is not None and manager.group.is_alive

@@ -10,7 +10,6 @@ shape and keys, at most 1e-4 (measured 5.5e-6; ltx-core vs native 2.7e-6).
 from __future__ import annotations
 
 import itertools
-import sys
 import time
 import types
 from collections.abc import Iterator
@@ -180,30 +179,7 @@ def test_encode_equals_ltx_core_for_1_2_3_ranks(manager, tiny_path):
     assert max(errors.values()) <= TOLERANCE, errors
 
 
-@pytest.fixture
-def interrupt(monkeypatch):
-    """Just enough of comfy.model_management for the node's Cancel path."""
-
-    class InterruptProcessingException(Exception):
-        pass
-
-    state = {"on": False}
-    mm = types.ModuleType("comfy.model_management")
-    mm.processing_interrupted = lambda: state["on"]
-    mm.InterruptProcessingException = InterruptProcessingException
-
-    def throw():
-        if state["on"]:
-            state["on"] = False
-            raise InterruptProcessingException()
-
-    mm.throw_exception_if_processing_interrupted = throw
-    monkeypatch.setitem(sys.modules, "comfy", types.ModuleType("comfy"))
-    monkeypatch.setitem(sys.modules, "comfy.model_management", mm)
-    return state, InterruptProcessingException
-
-
-def test_cancel_and_small_shared_memory_keep_the_group(manager, tiny_path, interrupt, monkeypatch):
+def test_cancel_and_small_shared_memory_keep_the_group(manager, tiny_path, fake_comfy, monkeypatch):
     node = LTX2DistributedVAEEncode()
     model = MGPUModel.create(tiny_path, devices="cpu:2", dtype="float32")
     with monkeypatch.context() as patch:  # a small /dev/shm (Docker's default is 64 MiB)
@@ -217,8 +193,8 @@ def test_cancel_and_small_shared_memory_keep_the_group(manager, tiny_path, inter
     assert manager.group is None
     image = frames(65, 64, 64)  # 9 chunks of 8 frames: every rank stops at a chunk boundary
     node.encode(model, image[:1])  # starts the group, loads the encoder
-    state, interrupted = interrupt
-    state["on"] = True  # Cancel pressed: the client passes it on within one poll (50 ms)
+    state, interrupted = fake_comfy
+    state["interrupt"] = True  # Cancel pressed: the client passes it on within one poll (50 ms)
     with pytest.raises(interrupted):
         node.encode(model, image, 8)
     assert manager.group is not None and manager.group.is_alive

@@ -13,7 +13,7 @@ from . import latents, sampling
 from .conditioning import TextContext, check_conditioning_width, context_from_features, context_from_processed
 from .engine import AVDenoiser, Guidance, LoadedModel
 from .ops import InputRejected, op
-from .preview import preview_payload
+from .preview import step_callbacks
 
 
 def loaded_model(job) -> LoadedModel:
@@ -118,15 +118,7 @@ def sample(job, args: dict) -> dict:
         name=str(args["sampler"]), eta=float(args.get("eta", 1.0)), s_noise=float(args.get("s_noise", 1.0))
     )
 
-    previews: dict[str, dict] = {}
-
-    def on_denoised(step: int, total: int, denoised: list[torch.Tensor]) -> None:
-        if args.get("preview") and rt.rank == 0:
-            previews["last"] = preview_payload(denoised[0])
-
-    def on_step(step: int, total: int, x: list[torch.Tensor]) -> None:
-        job.progress(step, total, **({"preview": previews.pop("last")} if "last" in previews else {}))
-        job.check_cancel()
+    on_denoised, on_step = step_callbacks(job, bool(args.get("preview")))
 
     job.check_cancel()
     result = sampling.sample(

@@ -32,7 +32,7 @@ from .engine import AVDenoiser, Guidance, LoadedModel
 from .model_forward import run_transformer
 from .ops import InputRejected, op
 from .ops_sampling import loaded_model, text_context
-from .preview import preview_payload
+from .preview import step_callbacks
 from .strategies import tiled
 from .strategies.sequence_parallel import SequenceParallelModel, VideoSelfAttention, VideoToAudioAttention
 from .tdp_preview import DEFAULT_PREVIEW_FRAMES, OFF, PreviewRegion, RegionDenoiser, preview_region
@@ -354,15 +354,7 @@ def tdp_upscale(job, args: dict) -> dict:
         with torch.inference_mode():
             dist.broadcast(video, src=0)  # one source of truth: every rank steps the same latent
 
-    previews: dict[str, dict] = {}
-
-    def on_denoised(step: int, total: int, denoised: list[torch.Tensor]) -> None:
-        if args.get("live_preview") and job.rank == 0:
-            previews["last"] = preview_payload(denoised[0])
-
-    def on_step(step: int, total: int, x: list[torch.Tensor]) -> None:
-        job.progress(step, total, **({"preview": previews.pop("last")} if "last" in previews else {}))
-        job.check_cancel()
+    on_denoised, on_step = step_callbacks(job, bool(args.get("live_preview")))
 
     job.check_cancel()
     result = denoise_upscaled(
