@@ -140,3 +140,21 @@ def fake_comfy(monkeypatch):
     monkeypatch.setitem(sys.modules, "comfy.model_management", mm)
     monkeypatch.setitem(sys.modules, "comfy.nested_tensor", nested)
     return state, InterruptProcessingException
+
+
+def run_ranks(fn, world_size: int, tmp_path: Path, *args: object, timeout_s: float) -> None:
+    """Run fn(rank, world_size, init_file, *args) in `world_size` spawned processes (torch.multiprocessing);
+    re-raise a failure, and kill them and fail when they take longer than `timeout_s`."""
+    import torch.multiprocessing as mp
+
+    init_file = tmp_path / f"rdzv-{fn.__name__}-{world_size}"
+    ctx = mp.start_processes(
+        fn, args=(world_size, str(init_file), *args), nprocs=world_size, join=False, start_method="spawn"
+    )
+    for _ in range(int(timeout_s)):
+        if ctx.join(timeout=1.0):
+            return
+    for process in ctx.processes:
+        if process.is_alive():
+            process.kill()
+    raise AssertionError(f"{fn.__name__} with {world_size} ranks did not finish in {timeout_s} s")

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 from torch._subclasses.fake_tensor import FakeTensorMode
 
+from conftest import run_ranks
 from ltx2_mgpu.kernels import build as kbuild
 from ltx2_mgpu.kernels.partition import even_split, head_split, offsets
 
@@ -25,18 +25,7 @@ RANK_TIMEOUT_S = 120.0  # one spawned group; generous for a loaded 2-core CI mac
 
 
 def _run_ranks(fn: Callable[..., None], world_size: int, tmp_path: Path, *args: object) -> None:
-    """Run fn(rank, world_size, init_file, *args) in `world_size` spawned processes; re-raise failures."""
-    init_file = tmp_path / f"rdzv-{fn.__name__}-{world_size}"
-    ctx = mp.start_processes(
-        fn, args=(world_size, str(init_file), *args), nprocs=world_size, join=False, start_method="spawn"
-    )
-    for _ in range(int(RANK_TIMEOUT_S)):
-        if ctx.join(timeout=1.0):
-            return
-    for process in ctx.processes:
-        if process.is_alive():
-            process.kill()
-    raise AssertionError(f"{fn.__name__} with {world_size} ranks did not finish in {RANK_TIMEOUT_S} s")
+    run_ranks(fn, world_size, tmp_path, *args, timeout_s=RANK_TIMEOUT_S)
 
 
 def _init(rank: int, world_size: int, init_file: str) -> None:

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 
+from conftest import run_ranks
 from ltx2_mgpu.kernels.partition import even_split, head_split, offsets
 
 pytestmark = [
@@ -39,17 +39,7 @@ def _built_kernels() -> None:
 
 
 def _run_ranks(fn: Callable[..., None], world_size: int, tmp_path: Path, *args: object) -> None:
-    init_file = tmp_path / f"rdzv-{fn.__name__}-{world_size}"
-    ctx = mp.start_processes(
-        fn, args=(world_size, str(init_file), *args), nprocs=world_size, join=False, start_method="spawn"
-    )
-    for _ in range(int(RANK_TIMEOUT_S)):
-        if ctx.join(timeout=1.0):
-            return
-    for process in ctx.processes:
-        if process.is_alive():
-            process.kill()
-    raise AssertionError(f"{fn.__name__} with {world_size} ranks did not finish in {RANK_TIMEOUT_S} s")
+    run_ranks(fn, world_size, tmp_path, *args, timeout_s=RANK_TIMEOUT_S)
 
 
 def _device_of(rank: int, world_size: int) -> torch.device:
