@@ -75,6 +75,15 @@ class LTX2MGPULoader:
                     },
                 ),
                 "lora_strength": strength_input("Strength of lora_name; 0 leaves the model unchanged."),
+                "compile_blocks": (
+                    "BOOLEAN",
+                    {
+                        "default": False,
+                        "tooltip": "torch.compile the transformer blocks in every worker (mode comfyui only). "
+                        "The first run at a new resolution compiles for about a minute; later steps run faster "
+                        "(measured gain in the README). Same results within float rounding.",
+                    },
+                ),
             },
             "hidden": {"unique_id": "UNIQUE_ID"},
         }
@@ -88,6 +97,7 @@ class LTX2MGPULoader:
         mode: str = ForwardMode.COMFYUI.value,
         lora_name: str = NO_LORA,
         lora_strength: float = 1.0,
+        compile_blocks: bool = False,
         unique_id=None,
     ):
         path = comfy.full_path(MODEL_FOLDERS, ckpt_name)
@@ -100,6 +110,7 @@ class LTX2MGPULoader:
             max_video_tokens=max_video_tokens,
             mode=mode,
             loras=lora_entry(str(path), lora_name, lora_strength),
+            compile_blocks=bool(compile_blocks),
         )
         jobs.load(model, node_id=unique_id)
         return (model,)

@@ -32,6 +32,7 @@ class MGPUModel:
     max_video_tokens: int = DEFAULT_MAX_VIDEO_TOKENS
     loras: tuple[tuple[str, float], ...] = field(default=())
     mode: str = "comfyui"  # "comfyui": match native ComfyUI; "reference": Lightricks' ltx-core forward
+    compile_blocks: bool = False  # torch.compile the transformer blocks (docs/PERFORMANCE.md)
 
     @property
     def placement(self) -> Placement:
@@ -95,7 +96,12 @@ class GroupManager:
                 try:
                     group.run(
                         "load_model",
-                        {"checkpoint": model.checkpoint, "dtype": model.dtype, "mode": model.mode},
+                        {
+                            "checkpoint": model.checkpoint,
+                            "dtype": model.dtype,
+                            "mode": model.mode,
+                            "compile": model.compile_blocks,
+                        },
                         on_progress=on_progress,
                         should_cancel=should_cancel,
                         abort_on_cancel=True,
@@ -154,6 +160,11 @@ class GroupManager:
 
 def check_fits(model: MGPUModel) -> None:
     """Refuse, before any worker starts, a checkpoint that is not one or a group it cannot be split over."""
+    if model.compile_blocks and model.mode != "comfyui":
+        raise ValueError(
+            f"compile_blocks works with mode 'comfyui' only (this loader has mode {model.mode!r}); "
+            "turn compile_blocks off or set mode to comfyui"
+        )
     path = Path(model.checkpoint)
     if not path.is_file():
         raise ValueError(f"checkpoint {path} does not exist; pick an existing file")

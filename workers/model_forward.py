@@ -13,6 +13,7 @@ video, so "comfyui" is the default; "reference" runs ltx-core's own forward unch
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from enum import Enum
 
@@ -24,6 +25,7 @@ from ltx_core.model.transformer.transformer import BasicAVTransformerBlock
 from ltx_core.model.transformer.transformer_args import TransformerArgs
 from ltx_core.utils import rms_norm
 
+BlockForward = Callable[..., tuple[TransformerArgs | None, TransformerArgs | None]]
 COMFYUI_QK_NORM_EPS = 1e-5  # comfy/ldm/lightricks CrossAttention's q/k RMSNorm, whatever the config says
 
 
@@ -48,9 +50,11 @@ def run_transformer(
     mode: ForwardMode,
     *,
     video_timestep_max: torch.Tensor | None = None,
+    block_forward: BlockForward | None = None,
 ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
     """Velocity of video and audio tokens. `video_timestep_max`: the largest video timestep of the
-    whole batch when `video` holds only some of the tokens (sequence parallelism)."""
+    whole batch when `video` holds only some of the tokens (sequence parallelism). `block_forward`:
+    comfyui_block_forward or a compiled version of it (comfyui mode)."""
     if mode is ForwardMode.REFERENCE:
         return model(video, audio, None)
     v_args = model.video_args_preprocessor.prepare(video, audio) if video is not None else None
@@ -58,8 +62,9 @@ def run_transformer(
     if v_args is not None and a_args is not None:
         v_max = video.timesteps.max() if video_timestep_max is None else video_timestep_max
         v_args, a_args = _own_cross_timesteps(model, video, audio, v_args, a_args, v_max)
+    block_forward = block_forward or comfyui_block_forward
     for block in model.transformer_blocks:
-        v_args, a_args = comfyui_block_forward(block, v_args, a_args)
+        v_args, a_args = block_forward(block, v_args, a_args)
     vx = None
     if v_args is not None:
         vx = model._process_output(

@@ -43,9 +43,16 @@ def load_model(job, args: dict) -> dict:
         raise InputRejected(
             f"forward mode {args.get('mode')!r} is not one of {[m.value for m in ForwardMode]}"
         ) from None
+    compiled = bool(args.get("compile", False))
+    if compiled and mode is not ForwardMode.COMFYUI:
+        raise InputRejected(
+            f"compile_blocks needs mode 'comfyui' (this load asks for {mode.value!r}); "
+            "turn compile_blocks off or set mode to comfyui"
+        )
     rt = job.runtime
     current: LoadedModel | None = rt.state.get("model")
     if current is not None and current.path == path and current.dtype == dtype and current.mode == mode:
+        current.transformer.set_compiled(compiled)  # weights unchanged: only how the blocks run
         return {"reused": True, **_summary(current)}
     rt.state.pop("model", None)
     _release(rt.device)
@@ -63,8 +70,22 @@ def load_model(job, args: dict) -> dict:
         )
     except ValueError as exc:
         raise InputRejected(str(exc)) from exc
+    model.transformer.set_compiled(compiled)
     rt.state["model"] = model
     return {"reused": False, **_summary(model)}
+
+
+@op("set_compiled")
+def set_compiled(job, args: dict) -> dict:
+    """Switch torch.compile of the loaded transformer's blocks on or off (benchmarks)."""
+    model: LoadedModel | None = job.runtime.state.get("model")
+    if model is None:
+        raise InputRejected("no model loaded; load one first")
+    try:
+        model.transformer.set_compiled(bool(args["compile"]))
+    except ValueError as exc:
+        raise InputRejected(str(exc)) from exc
+    return {"compiled": model.transformer.compiled}
 
 
 @op("unload_model")

@@ -27,7 +27,7 @@ from ltx_core.model.transformer.modality import Modality
 from ltx_core.model.transformer.model import LTXModel
 
 from ...kernels import HeadExchange, even_split, head_split, offsets
-from ..model_forward import ForwardMode, run_transformer
+from ..model_forward import ForwardMode, comfyui_block_forward, run_transformer
 
 
 @dataclass(frozen=True)
@@ -135,19 +135,37 @@ class SequenceParallelModel(torch.nn.Module):
         self.exchange = exchange
         self.mode = mode
         self._state = _SplitState()
+        self.compiled = False
+        self._block_forward = comfyui_block_forward
         if exchange.world_size == 1:
             return  # nothing to exchange: the plain model runs unchanged
+        # One wrapper object per kind, shared by every block: blocks are alike, and a compiled block
+        # function would otherwise see 48 different objects and recompile for each.
+        shared: dict[tuple, object] = {}
         for block in model.transformer_blocks:
-            attn1 = getattr(block, "attn1", None)
-            if isinstance(attn1, Attention):
-                attn1.attention_function = VideoSelfAttention(
-                    attn1.attention_function, exchange, self._state, attn1.heads
-                )
-            v2a = getattr(block, "video_to_audio_attn", None)
-            if isinstance(v2a, Attention):
-                v2a.attention_function = VideoToAudioAttention(
-                    v2a.attention_function, exchange, self._state, v2a.heads
-                )
+            for name, kind in (("attn1", VideoSelfAttention), ("video_to_audio_attn", VideoToAudioAttention)):
+                attn = getattr(block, name, None)
+                if isinstance(attn, Attention):
+                    key = (kind, attn.attention_function, attn.heads)
+                    if key not in shared:
+                        shared[key] = kind(attn.attention_function, exchange, self._state, attn.heads)
+                    attn.attention_function = shared[key]
+
+    def set_compiled(self, enabled: bool) -> None:
+        """Run the transformer blocks through torch.compile (inductor) or eagerly.
+
+        One compiled function serves all blocks (parameters are graph inputs), so the first step pays
+        one compilation per new shape. Only the "comfyui" forward: ltx-core's own blocks read their
+        index and would recompile per block.
+        """
+        if enabled and self.mode is not ForwardMode.COMFYUI:
+            raise ValueError(
+                f"compiling the blocks needs mode 'comfyui' (this model runs {self.mode.value!r}); "
+                "set compile to off or mode to comfyui"
+            )
+        if enabled != self.compiled:
+            self._block_forward = torch.compile(comfyui_block_forward) if enabled else comfyui_block_forward
+            self.compiled = enabled
 
     def forward(
         self, video: Modality | None, audio: Modality | None, perturbations: object | None = None
@@ -155,7 +173,7 @@ class SequenceParallelModel(torch.nn.Module):
         if perturbations is not None:
             raise NotImplementedError("perturbed (STG) forwards are not supported by the worker path")
         if video is None or self.exchange.world_size == 1:
-            return run_transformer(self.model, video, audio, self.mode)
+            return run_transformer(self.model, video, audio, self.mode, block_forward=self._block_forward)
         if video.attention_mask is not None:
             raise NotImplementedError(
                 "video self-attention masks are not supported under sequence parallelism"
@@ -167,7 +185,12 @@ class SequenceParallelModel(torch.nn.Module):
         try:
             # The audio gate sees the largest video timestep of the whole batch, not of this slice.
             video_out, audio_out = run_transformer(
-                self.model, local, audio, self.mode, video_timestep_max=video.timesteps.max()
+                self.model,
+                local,
+                audio,
+                self.mode,
+                video_timestep_max=video.timesteps.max(),
+                block_forward=self._block_forward,
             )
         finally:
             self._state.split = None
