@@ -19,8 +19,10 @@ from .checkpoint import (
     load_embeddings_processor,
     load_transformer,
     read_checkpoint_config,
+    read_safetensors_header,
 )
 from .conditioning import TextContext
+from .fp8_linear import Fp8Selection, quantize_linears
 from .model_forward import ForwardMode, apply_mode_to_modules
 from .strategies.sequence_parallel import SequenceParallelModel
 
@@ -39,10 +41,17 @@ class LoadedModel:
     transformer: SequenceParallelModel
     processor: torch.nn.Module
     extras: dict[str, torch.nn.Module] = field(default_factory=dict)  # VAE, upsampler... loaded on demand
+    fp8_matmul: bool = False  # block Linears kept in fp8 and multiplied in fp8 (fp8_linear.py)
 
     @staticmethod
     def load(
-        path: Path, device: torch.device, dtype: torch.dtype, exchange, mode: ForwardMode, on_part=None
+        path: Path,
+        device: torch.device,
+        dtype: torch.dtype,
+        exchange,
+        mode: ForwardMode,
+        on_part=None,
+        fp8_matmul: bool = False,
     ) -> LoadedModel:
         description = describe_checkpoint(path)
         # ComfyUI reads this from the checkpoint's metadata and defaults to False when it is absent.
@@ -50,6 +59,9 @@ class LoadedModel:
             read_checkpoint_config(path).get("transformer", {}).get("causal_temporal_positioning", False)
         )
         transformer = load_transformer(path, device, dtype)
+        if fp8_matmul:  # after every dtype cast: a later .to(dtype) would cast the fp8 buffers too
+            selection = Fp8Selection.for_checkpoint(read_safetensors_header(path), description.num_layers)
+            quantize_linears(transformer, selection)
         apply_mode_to_modules(transformer, mode)
         if on_part:
             on_part("transformer")
@@ -58,7 +70,7 @@ class LoadedModel:
         if on_part:
             on_part("text connectors")
         wrapped = SequenceParallelModel(transformer, exchange, mode)
-        return LoadedModel(path, dtype, mode, description, causal, wrapped, processor)
+        return LoadedModel(path, dtype, mode, description, causal, wrapped, processor, fp8_matmul=fp8_matmul)
 
 
 @dataclass(frozen=True)

@@ -13,9 +13,9 @@ We fold: every scaled fp8 weight becomes `(weight.float() * scale).to(compute dt
 loads, one rounding from the exact product, and the scale keys are dropped. The transformer then runs
 plain bf16 Linears: the same GPU memory and speed as the bf16 checkpoint (38 GB per rank for the 19B),
 half the disk and page-cache footprint, and LoRAs fuse into bf16 weights exactly as into the bf16
-checkpoint's (no re-quantization). Keeping fp8 weights (ltx-core's fp8-cast / scaled-mm paths) would
-halve the block weights in GPU memory but needs a per-forward upcast or fp8 matmuls, and a lossy
-re-quantization on every LoRA fuse. Native ComfyUI dequantizes as `bf16(q) * bf16(scale)` (the
+checkpoint's (no re-quantization). The MGPU Loader's fp8_matmul keeps these Linears in fp8 instead
+(fp8_linear.py: half the block weights in GPU memory, fp8 matmuls, a re-quantization per LoRA fuse).
+Native ComfyUI dequantizes as `bf16(q) * bf16(scale)` (the
 scale rounded to bf16 first) or multiplies in fp8, so its fp8 results differ from ours at the
 level of that rounding.
 """

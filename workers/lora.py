@@ -20,6 +20,11 @@ scale fold), so the restore is bit-exact and costs no resident memory: the page 
 file is shared by every rank of the host. A per-rank copy of the touched weights would cost up to the
 whole transformer (37 GB for the 19B with the distilled LoRA) of host RAM per rank. A checksum of each
 clean tensor, taken before fusing, catches a checkpoint that changed on disk since.
+
+fp8 Linears (fp8_linear.Fp8Linear, weight held in fp8): fused in float32 onto the clean weight read from
+the file (never onto the once-rounded fp8 copy), the sum quantized per tensor once; restoring quantizes
+the clean weight again, which gives back bit for bit what quantize_linears made. Before the first fuse
+the file's weight is checked against the module (quantized, it must equal the fp8 weight held).
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ from safetensors.torch import save_file
 
 from .checkpoint import ComponentSpec, SafetensorsHeader, read_safetensors_header
 from .fp8 import with_scaled_fp8
+from .fp8_linear import Fp8Linear
 from .model_forward import ForwardMode
 
 # (down, up) suffix pairs ComfyUI's LoRAAdapter reads (comfy/weight_adapter/lora.py), ours first.
@@ -154,7 +160,7 @@ class SwitchPlan:
     key: LoraSpec
     files: tuple[tuple[LoraFile, float], ...]
     terms: Mapping[str, list[tuple[LoraFile, LoraTarget, float]]]
-    params: Mapping[str, tuple[torch.nn.Parameter, ComponentSpec]]
+    params: Mapping[str, tuple[torch.nn.Parameter | Fp8Linear, ComponentSpec]]
 
 
 @dataclass(frozen=True)
@@ -219,21 +225,25 @@ class LoraFuser:
                 for lora, _ in plan.files
             }
             for key, (param, spec) in plan.params.items():
-                if key in self.fused:
+                fp8, weight = isinstance(param, Fp8Linear), _weight(param)
+                if key in self.fused or fp8:  # an fp8 weight is always fused onto the file's clean one
                     clean = self._read_clean(ckpt, key, spec, param)
-                    restored += 1
+                    restored += int(key in self.fused)
                 else:
                     clean = param.detach().clone()
                 if key in plan.terms:
-                    terms = [_term(files[lora.path], t, s, param.device) for lora, t, s in plan.terms[key]]
-                    new = self._fuse(clean, terms)
+                    terms = [_term(files[lora.path], t, s, weight.device) for lora, t, s in plan.terms[key]]
+                    new = self._fuse(clean.float() if fp8 else clean, terms)
                     self.fused[key] = self.fused.get(key) or checksum(clean)
-                    fused_bytes += param.numel() * param.element_size()
+                    fused_bytes += weight.numel() * weight.element_size()
                 else:
                     new = clean
                     self.fused.pop(key, None)
-                param.copy_(new)
-        if any(p.device.type == "cuda" for p, _ in plan.params.values()):
+                if fp8:
+                    param.set_weight(new)
+                else:
+                    param.copy_(new)
+        if any(_weight(p).device.type == "cuda" for p, _ in plan.params.values()):
             torch.cuda.synchronize()
         self.active = plan.key
         unused = sum(len(lora.unused_keys) for lora, _ in plan.files)
@@ -246,8 +256,8 @@ class LoraFuser:
 
     def _resolve(
         self, targets: Sequence[FuseTarget], keys: list[str]
-    ) -> dict[str, tuple[torch.nn.Parameter, ComponentSpec]]:
-        named = [(dict(t.module.named_parameters()), self._loading_spec(t.spec)) for t in targets]
+    ) -> dict[str, tuple[torch.nn.Parameter | Fp8Linear, ComponentSpec]]:
+        named = [(_weights(t.module), self._loading_spec(t.spec)) for t in targets]
         found = {}
         for key in keys:
             for params, spec in named:
@@ -267,12 +277,20 @@ class LoraFuser:
             self._specs[spec.name] = with_scaled_fp8(spec, self.header, self.dtype)
         return self._specs[spec.name]
 
-    def _read_clean(self, ckpt, key: str, spec: ComponentSpec, param: torch.Tensor) -> torch.Tensor:
-        """`key` converted as loading converted it (device, SDOps incl. the fp8 fold, then dtype)."""
-        value = ckpt.get_tensor(key).to(device=param.device)
+    def _read_clean(
+        self, ckpt, key: str, spec: ComponentSpec, param: torch.Tensor | Fp8Linear
+    ) -> torch.Tensor:
+        """`key` converted as loading converted it (device, SDOps incl. the fp8 fold, then dtype), before
+        any fp8 quantization."""
+        fp8 = isinstance(param, Fp8Linear)
+        value = ckpt.get_tensor(key).to(device=_weight(param).device)
         (result,) = spec.sd_ops.apply_to_key_value(spec.sd_ops.apply_to_key(key), value)
-        clean = result.new_value.to(dtype=param.dtype)
-        if checksum(clean) != self.fused[key]:
+        clean = result.new_value.to(dtype=param.source_dtype if fp8 else param.dtype)
+        if key in self.fused:
+            changed = checksum(clean) != self.fused[key]
+        else:  # an fp8 weight before its first fuse: the module must hold this file weight, quantized
+            changed = fp8 and not param.holds(clean)
+        if changed:
             raise RuntimeError(
                 f"{self.checkpoint} changed on disk since it was loaded ({key} differs), so its clean weights "
                 "cannot be restored; the model is reloaded on the next run"
@@ -299,6 +317,17 @@ class LoraFuser:
             )
             weight += (strength * alpha) * lora_diff
         return weight.to(clean.dtype)
+
+
+def _weights(module: torch.nn.Module) -> dict[str, torch.nn.Parameter | Fp8Linear]:
+    """Parameters by name, and each Fp8Linear by the name of its weight (a buffer, not a Parameter)."""
+    found: dict[str, torch.nn.Parameter | Fp8Linear] = dict(module.named_parameters())
+    found.update((f"{name}.weight", m) for name, m in module.named_modules() if isinstance(m, Fp8Linear))
+    return found
+
+
+def _weight(param: torch.nn.Parameter | Fp8Linear) -> torch.Tensor:
+    return param.weight if isinstance(param, Fp8Linear) else param
 
 
 def _term(

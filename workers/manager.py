@@ -33,6 +33,7 @@ class MGPUModel:
     loras: tuple[tuple[str, float], ...] = field(default=())
     mode: str = "comfyui"  # "comfyui": match native ComfyUI; "reference": Lightricks' ltx-core forward
     compile_blocks: bool = False  # torch.compile the transformer blocks (docs/PERFORMANCE.md)
+    fp8_matmul: bool = False  # block Linears in fp8, fp8 matmuls (workers/fp8_linear.py)
 
     @property
     def placement(self) -> Placement:
@@ -101,6 +102,7 @@ class GroupManager:
                             "dtype": model.dtype,
                             "mode": model.mode,
                             "compile": model.compile_blocks,
+                            "fp8_matmul": model.fp8_matmul,
                         },
                         on_progress=on_progress,
                         should_cancel=should_cancel,
@@ -164,6 +166,11 @@ def check_fits(model: MGPUModel) -> None:
         raise ValueError(
             f"compile_blocks works with mode 'comfyui' only (this loader has mode {model.mode!r}); "
             "turn compile_blocks off or set mode to comfyui"
+        )
+    if model.fp8_matmul and model.dtype != "bfloat16":
+        raise ValueError(
+            f"fp8_matmul computes in bfloat16 (this loader has weight_dtype {model.dtype!r}); "
+            "set weight_dtype to bfloat16 or turn fp8_matmul off"
         )
     path = Path(model.checkpoint)
     if not path.is_file():

@@ -18,6 +18,7 @@ from . import latents
 from .checkpoint import describe_config
 from .conditioning import context_from_processed
 from .engine import DTYPES, AVDenoiser, Guidance, LoadedModel
+from .fp8_linear import Fp8Linear, Fp8Selection, matmul_path, quantize_linears
 from .model_forward import ForwardMode, apply_mode_to_modules
 from .ops import InputRejected, op
 from .ops_model import _exchange
@@ -70,7 +71,9 @@ def random_transformer(config: dict, device: torch.device, dtype: torch.dtype, s
 
 @op("load_random_model")
 def load_random_model(job, args: dict) -> dict:
-    """Replace the loaded model with a random-weight one of `config` (default: the 19B shape)."""
+    """Replace the loaded model with a random-weight one of `config` (default: the 19B shape).
+    args["fp8_matmul"]: quantize the Linears the released fp8 files quantize (fp8_linear.py) before
+    wrapping; the result then tells how many ("fp8_linears"), the weights' bytes and the matmul path."""
     rt = job.runtime
     dtype = DTYPES[str(args.get("dtype", "bfloat16"))]
     config = dict(args.get("config") or LTX2_19B_TRANSFORMER)
@@ -79,6 +82,13 @@ def load_random_model(job, args: dict) -> dict:
     if rt.device.type == "cuda":
         torch.cuda.empty_cache()
     transformer = random_transformer(config, rt.device, dtype, int(args.get("seed", 0)))
+    fp8_linears = 0
+    if args.get("fp8_matmul", False):
+        fp8_linears = quantize_linears(
+            transformer, Fp8Selection.released(len(transformer.transformer_blocks))
+        )
+        if rt.device.type == "cuda":  # bench_forward's peak: not the bf16 weights quantization freed
+            torch.cuda.reset_peak_memory_stats(rt.device)
     apply_mode_to_modules(transformer, mode)
     description = describe_config({"transformer": {**tiny_checkpoint_config()["transformer"], **config}})
     rt.state["model"] = LoadedModel(
@@ -91,7 +101,14 @@ def load_random_model(job, args: dict) -> dict:
         processor=torch.nn.Identity(),
     )
     params = sum(p.numel() for p in transformer.parameters())
-    return {"parameters": params, "exchange": getattr(rt.state["exchange"], "name", "none")}
+    params += sum(m.weight.numel() for m in transformer.modules() if isinstance(m, Fp8Linear))
+    result = {"parameters": params, "exchange": getattr(rt.state["exchange"], "name", "none")}
+    if args.get("fp8_matmul", False):
+        tensors = [*transformer.parameters(), *transformer.buffers()]  # fp8 weights are buffers
+        path = matmul_path(rt.device)
+        result.update(fp8_linears=fp8_linears, parameter_bytes=sum(t.numel() * t.element_size() for t in tensors),
+                      fp8_path=path.name, fp8_path_reason=path.reason)  # fmt: skip
+    return result
 
 
 @op("bench_forward")
@@ -134,6 +151,7 @@ def bench_forward(job, args: dict) -> dict:
     if args.get("compare_plain", True):
         calls["plain_ltx_core"] = lambda: plain(video_in, audio_in, None)
     times: dict[str, list[float]] = {name: [] for name in calls}
+    warmup_ms: list[float] = []  # the engine's warm-up calls: the first one compiles when compile is on
     warmup = int(args.get("warmup", 1))
     for i in range(warmup + int(args.get("repeats", 3))):
         for name, call in calls.items():  # interleaved, so clocks and temperature affect both alike
@@ -144,12 +162,43 @@ def bench_forward(job, args: dict) -> dict:
                 torch.cuda.synchronize(device)
             if i >= warmup:
                 times[name].append((time.perf_counter() - start) * 1e3)
+            elif name == "engine":
+                warmup_ms.append((time.perf_counter() - start) * 1e3)
         job.check_cancel()
     times_ms = times["engine"]
     peak = torch.cuda.max_memory_allocated(device) if device.type == "cuda" else 0
+    breakdown = kernel_breakdown(calls["engine"]) if args.get("profile") and device.type == "cuda" else {}
     return {
+        "kernel_ms": breakdown,
         "times_ms": times_ms,
+        "warmup_ms": warmup_ms,
         "plain_in_worker_ms": times.get("plain_ltx_core", []),
         "peak_memory_bytes": int(peak),
         "tokens": int(video_shape[2] * video_shape[3] * video_shape[4]),
     }
+
+
+# Kernel-name fragments per category (profiler names of cuBLAS/cuDNN/flash/our exchange kernels).
+KERNEL_CATEGORIES = {
+    "exchange": ("exchange_kernel", "nccl"),
+    "attention": ("flash", "fmha", "cudnn", "attention", "sdpa"),
+    "matmul": ("gemm", "xmma", "cutlass", "nvjet", "matmul", "_mm"),
+}
+
+
+def kernel_breakdown(call) -> dict[str, float]:
+    """GPU kernel time of one call by category (ms): how much an exchange/compute overlap could save."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CUDA]) as prof, torch.inference_mode():
+        call()
+        torch.cuda.synchronize()
+    totals = dict.fromkeys((*KERNEL_CATEGORIES, "other"), 0.0)
+    for event in prof.key_averages():
+        us = getattr(event, "device_time_total", None) or getattr(event, "cuda_time_total", 0.0)
+        if event.device_type != torch.autograd.DeviceType.CUDA or not us:
+            continue
+        name = event.key.lower()
+        kind = next((k for k, frags in KERNEL_CATEGORIES.items() if any(f in name for f in frags)), "other")
+        totals[kind] += us / 1e3
+    return totals

@@ -95,7 +95,8 @@ def lora_state(job, args: dict) -> dict:
     active = entry.fuser.active if entry is not None and entry.model() is model else ()
     digest = hashlib.sha256()
     for target in _targets(model):
-        for name, param in sorted(target.module.named_parameters()):
+        tensors = [*target.module.named_parameters(), *target.module.named_buffers()]  # fp8 weights: buffers
+        for name, param in sorted(tensors, key=lambda item: item[0]):
             digest.update(name.encode())
             digest.update(param.detach().cpu().contiguous().view(-1).view(torch.uint8).numpy().tobytes())
     return {"active": [list(x) for x in active], "fingerprint": digest.hexdigest()}

@@ -9,6 +9,7 @@ import torch
 
 from ..kernels import make_head_exchange
 from .engine import DTYPES, LoadedModel
+from .fp8_linear import SCALED_MM, matmul_path
 from .model_forward import ForwardMode
 from .ops import InputRejected, op
 
@@ -49,9 +50,13 @@ def load_model(job, args: dict) -> dict:
             f"compile_blocks needs mode 'comfyui' (this load asks for {mode.value!r}); "
             "turn compile_blocks off or set mode to comfyui"
         )
+    fp8_matmul = bool(args.get("fp8_matmul", False))
     rt = job.runtime
+    if fp8_matmul:
+        check_fp8_matmul(dtype, rt.device)
     current: LoadedModel | None = rt.state.get("model")
-    if current is not None and current.path == path and current.dtype == dtype and current.mode == mode:
+    same = (current.path, current.dtype, current.mode, current.fp8_matmul) if current is not None else None
+    if same == (path, dtype, mode, fp8_matmul):
         current.transformer.set_compiled(compiled)  # weights unchanged: only how the blocks run
         return {"reused": True, **_summary(current)}
     rt.state.pop("model", None)
@@ -67,12 +72,25 @@ def load_model(job, args: dict) -> dict:
             exchange,
             mode,
             on_part=lambda p: job.progress(parts.index(p) + 1, len(parts)),
+            fp8_matmul=fp8_matmul,
         )
     except ValueError as exc:
         raise InputRejected(str(exc)) from exc
     model.transformer.set_compiled(compiled)
     rt.state["model"] = model
     return {"reused": False, **_summary(model)}
+
+
+def check_fp8_matmul(dtype: torch.dtype, device: torch.device) -> None:
+    """fp8 matmuls write bf16 and need a GPU with fp8 tensor cores; CPU runs the float32 emulation
+    (tests). Raises InputRejected with what to change."""
+    if dtype != torch.bfloat16:
+        raise InputRejected(f"fp8_matmul computes in bfloat16; set weight_dtype to bfloat16 (it is {dtype})")
+    path = matmul_path(device)
+    if device.type == "cuda" and path.name != SCALED_MM:
+        raise InputRejected(
+            f"fp8_matmul needs fp8 tensor cores on {device}: {path.reason}; turn fp8_matmul off"
+        )
 
 
 @op("set_compiled")

@@ -27,11 +27,9 @@ def denoiser(
     model: LoadedModel, video, audio, positive, negative, cfg_video, cfg_audio, frame_rate: float = 25.0
 ) -> AVDenoiser:
     """`positive` / `negative`: CONDITIONING lists as ComfyUI gives them (unprocessed features)."""
-    pos = context_from_features(positive[0][0], model.processor, CPU, torch.float32)
+    pos = context_from_features(positive[0][0], model.processor, CPU, model.dtype)
     neg = (
-        None
-        if negative is None
-        else context_from_features(negative[0][0], model.processor, CPU, torch.float32)
+        None if negative is None else context_from_features(negative[0][0], model.processor, CPU, model.dtype)
     )
     d = model.description
     timing = latents.AudioTiming(sample_rate=d.audio_sample_rate_hz, hop_length=d.audio_hop_length)
