@@ -13,9 +13,14 @@ unless --tile-size is given). Per case: the client's wall time (best), each rank
 
 Hand-back: ranks write their frames straight into the shared-memory IMAGE the node returns (no
 gather, no copy afterwards). `handback_GBps` = bytes a rank wrote / seconds it spent writing (that
-includes the channels-last layout change and, on GPUs, the device-to-host copy); it is set against a
+includes the channels-last layout change and, on GPUs, the device-to-host copy through a reused
+pinned buffer); it is set against a
 plain memcpy of a tensor of the IMAGE's size in the bench process, into fresh pages (first touch, as
-the IMAGE is fresh each job) and into touched pages, and on --gpu a device-to-host copy.
+the IMAGE is fresh each job), into touched pages and into pre-faulted ones, and on --gpu a
+device-to-host copy. Each case runs with every `--prefault` setting (default: auto and off, i.e.
+with and without pre-faulting the IMAGE pages while decoding, NOTE [shm prefault] in
+workers/shm_prefault.py), the settings interleaved repeat by repeat, and reports them side by side. Per rank:
+write_s includes waiting for the pre-fault thread (prefault_wait_s); prefault_s is that thread's time.
 
 CPU ranks get `--threads-per-rank` threads (default 1) so rank counts compare equal work per core;
 on a machine with C cores keep ranks <= C. --gpu: the LTX-2 (19B) video decoder's configuration
@@ -37,7 +42,7 @@ from pathlib import Path
 
 import torch
 
-from ltx2_mgpu.workers import launcher, shm, tiny_model
+from ltx2_mgpu.workers import launcher, shm, shm_prefault, tiny_model
 from ltx2_mgpu.workers.client import output_slot
 from ltx2_mgpu.workers.manager import MGPUModel, get_manager
 from ltx2_mgpu.workers.strategies.vae_tiles import TileSettings
@@ -79,8 +84,9 @@ def real_vae_checkpoint(directory: Path, seed: int = 0) -> Path:
 
 def memcpy_GBps(nbytes: int, device: str = "cpu", repeats: int = 3) -> dict:
     """Best-of copy bandwidth of `nbytes` float32 from `device`: into fresh private pages, touched
-    pages, fresh and touched shared-memory pages (the IMAGE is a fresh segment every job: its first
-    write pays the page faults), and for a GPU source also into pinned memory."""
+    pages, fresh, touched and pre-faulted (shm_prefault.prefault, not timed) shared-memory pages (the IMAGE
+    is a fresh segment every job: its first write pays the page faults), and for a GPU source also
+    into pinned memory. Also the rate of shm_prefault.prefault itself on a fresh segment."""
     numel = nbytes // 4
     src = torch.rand(numel, device=device)
     out: dict[str, float] = {}
@@ -100,55 +106,44 @@ def memcpy_GBps(nbytes: int, device: str = "cpu", repeats: int = 3) -> dict:
             release()
         out[f"{prefix}_{label}_GBps"] = round(nbytes / min(times) / GB, 3)
 
-    def shared(touch: bool):
+    prefault_s: list[float] = []
+
+    def shared(prepare: str = ""):
         spec, tensor = shm.create((numel,), torch.float32)
-        if touch:
+        if prepare == "touch":
             tensor.zero_()
+        elif prepare == "prefault":
+            start = time.perf_counter()
+            out["shm_prefault_method"] = shm_prefault.prefault(tensor)
+            prefault_s.append(time.perf_counter() - start)
         return tensor, lambda: shm.unlink(spec.name)
 
     touched = torch.zeros(numel)
     best("fresh", lambda: (torch.empty(numel), lambda: None))
     best("touched", lambda: (touched, lambda: None))
-    best("shm_fresh", lambda: shared(False))
-    best("shm_touched", lambda: shared(True))
+    best("shm_fresh", lambda: shared())
+    best("shm_touched", lambda: shared("touch"))
+    best("shm_prefaulted", lambda: shared("prefault"))
+    if prefault_s:
+        out["shm_prefault_GBps"] = round(nbytes / min(prefault_s) / GB, 3)
     if device != "cpu":
         pinned = torch.empty(numel, pin_memory=True)
         best("pinned", lambda: (pinned, lambda: None))
     return out
 
 
-def run_case(
-    checkpoint: Path, devices: str, dtype: str, latent_fhw, settings: TileSettings, repeats: int
-) -> dict:
-    model = MGPUModel.create(checkpoint, devices=devices, dtype=dtype)
-    latent = torch.randn(1, 128, *latent_fhw, generator=torch.Generator().manual_seed(0))
-    shape = image_shape(tuple(latent.shape))
+RANK_KEYS = ("tiles", "total_s", "decode_s", "write_s", "exchange_s", "finalize_s", "bytes_written")
+PREFAULT_KEYS = ("prefault_method", "prefault_s", "prefault_wait_s", "prefault_bytes")
 
-    def decode() -> tuple[float, list[dict]]:
-        out = output_slot(shape, torch.float32)
-        args = {
-            "video": latent,
-            "audio": None,
-            "tiles": dataclasses.asdict(settings),
-            "out_image": out,
-            "out_audio": None,
-        }
-        start = time.perf_counter()
-        results = get_manager().run(model, "vae_decode", args)
-        return time.perf_counter() - start, results
 
-    decode()  # starts the group, loads the model and the decoder
-    walls, results = [], []
-    for _ in range(repeats):
-        wall, results = decode()
-        walls.append(wall)
+def summarize(walls: list[float], results: list[dict], image_bytes: int) -> dict:
+    """One prefault setting of a case: wall times, and per rank the phases of the last repeat."""
     ranks = []
     for rank, r in enumerate(results):
         ranks.append(
             {
                 "rank": rank,
-                **{k: r[k] for k in ("tiles", "total_s", "decode_s", "write_s", "exchange_s", "finalize_s")},
-                "bytes_written": r["bytes_written"],
+                **{k: r[k] for k in RANK_KEYS + PREFAULT_KEYS},
                 "bytes_sent": r["bytes_sent"],
                 "handback_GBps": round(r["bytes_written"] / r["write_s"] / GB, 3) if r["write_s"] else None,
                 "memory_kind": r["memory_kind"],
@@ -160,15 +155,7 @@ def run_case(
                 - r.get("shared_memory_written_bytes", 0),
             }
         )
-    image_bytes = 4 * shape[0] * shape[1] * shape[2] * shape[3]
     return {
-        "devices": devices,
-        "ranks": model.world_size,
-        "dtype": dtype,
-        "latent_fhw": list(latent_fhw),
-        "image_shape": list(shape),
-        "image_bytes": image_bytes,
-        "plan": results[0]["plan"],
         "wall_s": [round(w, 4) for w in walls],
         "wall_s_best": round(min(walls), 4),
         "slowest_rank_total_s": max(r["total_s"] for r in results),
@@ -178,6 +165,61 @@ def run_case(
         # The IMAGE is complete when the slowest writer is done: its bytes over the longest write time.
         "aggregate_handback_GBps": round(image_bytes / max(r["write_s"] for r in results) / GB, 3),
         "per_rank": ranks,
+    }
+
+
+def run_case(
+    checkpoint: Path,
+    devices: str,
+    dtype: str,
+    latent_fhw,
+    settings: TileSettings,
+    repeats: int,
+    prefault: list[str],
+) -> dict:
+    """`repeats` decodes per prefault setting, interleaved (so drift hits every setting alike)."""
+    model = MGPUModel.create(checkpoint, devices=devices, dtype=dtype)
+    latent = torch.randn(1, 128, *latent_fhw, generator=torch.Generator().manual_seed(0))
+    shape = image_shape(tuple(latent.shape))
+
+    def decode(setting: str) -> tuple[float, list[dict]]:
+        out = output_slot(shape, torch.float32)
+        args = {
+            "video": latent,
+            "audio": None,
+            "tiles": dataclasses.asdict(settings),
+            "out_image": out,
+            "out_audio": None,
+            "prefault": setting,
+        }
+        start = time.perf_counter()
+        results = get_manager().run(model, "vae_decode", args)
+        return time.perf_counter() - start, results
+
+    decode("off")  # starts the group, loads the model and the decoder
+    walls: dict[str, list[float]] = {p: [] for p in prefault}
+    results: dict[str, list[dict]] = {}
+    for _ in range(repeats):
+        for setting in prefault:
+            wall, results[setting] = decode(setting)
+            walls[setting].append(wall)
+    image_bytes = 4 * shape[0] * shape[1] * shape[2] * shape[3]
+    first = results[prefault[0]]
+    return {
+        "devices": devices,
+        "ranks": model.world_size,
+        "dtype": dtype,
+        "latent_fhw": list(latent_fhw),
+        "image_shape": list(shape),
+        "image_bytes": image_bytes,
+        "plan": first[0]["plan"],
+        "handback_GBps_by_prefault": {
+            p: [
+                round(r["bytes_written"] / r["write_s"] / GB, 3) if r["write_s"] else None for r in results[p]
+            ]
+            for p in prefault
+        },
+        "by_prefault": {p: summarize(walls[p], results[p], image_bytes) for p in prefault},
     }
 
 
@@ -198,6 +240,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--temporal-size", type=int, default=0, help="frames per chunk (0: whole clip)")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads-per-rank", type=int, default=1, help="CPU ranks only")
+    parser.add_argument(
+        "--prefault",
+        nargs="+",
+        default=["auto", "off"],
+        choices=["auto", "off", *shm_prefault.PREFAULT_METHODS],
+        help="pre-fault settings to compare (the job's 'prefault'; default: auto off)",
+    )
     args = parser.parse_args(argv)
     settings = TileSettings(tile_px=args.tile_size, temporal_frames=args.temporal_size)
     workdir = Path(tempfile.mkdtemp(prefix="bench_vae_"))
@@ -224,16 +273,19 @@ def main(argv: list[str] | None = None) -> int:
     cases = []
     try:
         for devices in device_lists:
-            case = run_case(checkpoint, devices, dtype, latent, settings, args.repeats)
+            case = run_case(checkpoint, devices, dtype, latent, settings, args.repeats, args.prefault)
             cases.append(case)
-            print(
-                f"{case['ranks']} rank(s) {devices}: {case['wall_s_best']:.3f} s, {case['plan']}, peak "
-                f"{case['max_peak_memory_bytes'] / 2**20:.0f} MiB (job {case['max_job_memory_bytes'] / 2**20:.0f} MiB, "
-                f"without IMAGE pages {case['max_job_private_memory_bytes'] / 2**20:.0f} MiB), "
-                f"hand-back {[r['handback_GBps'] for r in case['per_rank']]} GB/s per rank, "
-                f"{case['aggregate_handback_GBps']} GB/s aggregate",
-                flush=True,
-            )
+            print(f"{case['ranks']} rank(s) {devices}: {case['plan']}", flush=True)
+            for setting, c in case["by_prefault"].items():
+                print(
+                    f"  prefault {setting:9s} ({c['per_rank'][0]['prefault_method']}): {c['wall_s_best']:.3f} s, "
+                    f"hand-back {[r['handback_GBps'] for r in c['per_rank']]} GB/s per rank, "
+                    f"{c['aggregate_handback_GBps']} GB/s aggregate, write "
+                    f"{[r['write_s'] for r in c['per_rank']]} s (waited {[r['prefault_wait_s'] for r in c['per_rank']]}), "
+                    f"peak {c['max_peak_memory_bytes'] / 2**20:.0f} MiB (job {c['max_job_memory_bytes'] / 2**20:.0f} "
+                    f"MiB, without IMAGE pages {c['max_job_private_memory_bytes'] / 2**20:.0f} MiB)",
+                    flush=True,
+                )
     finally:
         get_manager().unload()
     image_bytes = cases[0]["image_bytes"] if cases else 0
@@ -248,6 +300,7 @@ def main(argv: list[str] | None = None) -> int:
             else "embedded tiny LTX-2",
             "threads_per_rank": None if args.gpu else args.threads_per_rank,
             "tiles": dataclasses.asdict(settings),
+            "prefault_settings": args.prefault,
         },
         "cases": cases,
         "handback_baseline": {

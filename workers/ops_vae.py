@@ -2,7 +2,9 @@
 
 Args (client side: nodes/vae_decode.py): "video" [B, 128, F, h, w] float32; "audio" [B, 8, T, 16] or
 None; "tiles" (TileSettings fields); "out_image" the IMAGE slot [B * frames, H, W, 3] float32;
-"out_audio" the waveform slot [B, channels, samples] float32 or None (shapes: vae_outputs.py).
+"out_audio" the waveform slot [B, channels, samples] float32 or None (shapes: vae_outputs.py);
+"prefault" (optional; bool or shm_prefault.prefault_setting's names, default from LTX2_MGPU_PREFAULT): whether
+and how each rank pre-faults its IMAGE pages while it decodes (NOTE [shm prefault] in shm_prefault.py).
 
 Video: strategies/vae_decode.py on the plan of strategies/vae_tiles.py; every rank decodes its tiles
 with ltx-core's VideoDecoder in the model's dtype. Audio: the last rank (round-robin leaves it the
@@ -21,7 +23,7 @@ import time
 import torch
 import torch.distributed as dist
 
-from . import latents
+from . import latents, shm_prefault
 from .checkpoint import load_audio_decoder, load_video_decoder, load_vocoder
 from .engine import LoadedModel
 from .ops import InputRejected, op
@@ -164,6 +166,10 @@ def vae_decode(job, args: dict) -> dict:
     rt = job.runtime
     model = loaded_model(job)
     plan = validate(args, job.world_size)
+    try:
+        prefault = shm_prefault.prefault_setting(args.get("prefault"))
+    except ValueError as exc:
+        raise InputRejected(str(exc)) from exc
     memory = PeakMemory(rt.device)
     audio, out_audio = args.get("audio"), args.get("out_audio")
     audio_rank = job.world_size - 1
@@ -195,7 +201,9 @@ def vae_decode(job, args: dict) -> dict:
 
     job.check_cancel()
     start = time.perf_counter()
-    runner = TiledDecode(plan, job.rank, rt.device, model.dtype, comm_on_device=rt.backend == "nccl")
+    runner = TiledDecode(
+        plan, job.rank, rt.device, model.dtype, comm_on_device=rt.backend == "nccl", prefault=prefault
+    )
     with torch.inference_mode():
         stats = runner.run(args["video"], args["out_image"], decode, on_round)
     total_s = time.perf_counter() - start

@@ -5,6 +5,8 @@ that carries its pid) and unlinks the name as soon as the job that uses it ends.
 the name, so the tensor a node returns stays valid while nothing is left in /dev/shm. A segment
 whose owner died before unlinking is removed by `sweep_stale_segments` when the next group starts.
 Linux only (as NCCL and CUDA IPC are).
+
+Pre-faulting a segment's pages before writing them: shm_prefault.py.
 """
 
 from __future__ import annotations
