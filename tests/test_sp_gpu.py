@@ -88,3 +88,23 @@ def test_bf16_parity_one_rank_per_gpu_against_one_gpu(manager, tiny_path):
                 f"\n[multigpu sp] {many[2]} {ranks} GPUs {name}: max abs {float((a - b).abs().max()):.3e}, relative {rel:.3e}"
             )
             assert rel <= BF16_RELATIVE_TOLERANCE
+
+
+@pytest.mark.multigpu
+def test_compiled_blocks_on_two_gpus_match_eager_on_one(manager, tiny_path):
+    """compile_blocks with the IPC kernel across two GPUs: each rank compiles on its own (the kernel's
+    wait timeout is raised for that first call) and the result agrees with the eager single GPU."""
+    g = torch.Generator().manual_seed(0)
+    video = torch.randn(SHAPE, generator=g)
+    audio = torch.randn(1, 8, 11, 16, generator=g)
+    positive = tiny_conditioning(13, 64, seed=1)
+    one = _forward(
+        manager, MGPUModel.create(tiny_path, devices="cuda:0", dtype="bfloat16"), video, audio, positive
+    )
+    model = MGPUModel.create(tiny_path, devices="cuda:0,cuda:1", dtype="bfloat16", compile_blocks=True)
+    for _ in range(2):  # the first call compiles, the second runs the compiled blocks
+        many = _forward(manager, model, video, audio, positive)
+        for name, a, b in (("video", many[0], one[0]), ("audio", many[1], one[1])):
+            rel = float((a - b).abs().max()) / float(b.abs().max())
+            print(f"\n[multigpu sp compiled] {many[2]} {name}: relative {rel:.3e}")
+            assert rel <= BF16_RELATIVE_TOLERANCE

@@ -22,12 +22,23 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 import torch
-from ltx_core.model.transformer.attention import Attention, AttentionCallable
+from ltx_core.model.transformer.attention import (
+    Attention,
+    AttentionCallable,
+    AttentionFunction,
+    FlashAttention3,
+    PytorchAttention,
+    XFormersAttention,
+    memory_efficient_attention,
+)
 from ltx_core.model.transformer.modality import Modality
 from ltx_core.model.transformer.model import LTXModel
 
 from ...kernels import HeadExchange, even_split, head_split, offsets
 from ..model_forward import ForwardMode, comfyui_block_forward, run_transformer
+
+# Exchange wait timeout while the ranks may still be compiling the blocks (first call of a shape).
+COMPILE_EXCHANGE_TIMEOUT_S = 900.0
 
 
 @dataclass(frozen=True)
@@ -137,6 +148,8 @@ class SequenceParallelModel(torch.nn.Module):
         self._state = _SplitState()
         self.compiled = False
         self._block_forward = comfyui_block_forward
+        self._compiled_shapes: set[tuple] = set()  # inputs already run compiled (no compile pending)
+        resolve_attention_functions(model)
         if exchange.world_size == 1:
             return  # nothing to exchange: the plain model runs unchanged
         # One wrapper object per kind, shared by every block: blocks are alike, and a compiled block
@@ -166,6 +179,15 @@ class SequenceParallelModel(torch.nn.Module):
         if enabled != self.compiled:
             self._block_forward = torch.compile(comfyui_block_forward) if enabled else comfyui_block_forward
             self.compiled = enabled
+            self._compiled_shapes = set()
+
+    def _set_exchange_timeout(self, timeout_s: float | None) -> float | None:
+        """Set the IPC kernel's wait timeout; returns the previous one (None: backend has none)."""
+        if timeout_s is None or not hasattr(self.exchange, "set_timeout"):
+            return None
+        previous = self.exchange.timeout_s
+        self.exchange.set_timeout(timeout_s)
+        return previous
 
     def forward(
         self, video: Modality | None, audio: Modality | None, perturbations: object | None = None
@@ -182,6 +204,10 @@ class SequenceParallelModel(torch.nn.Module):
         start = offsets(split.token_counts)[self.exchange.rank]
         local = slice_video_tokens(video, start, start + split.token_counts[self.exchange.rank])
         self._state.split = split
+        first = self.compiled and _input_shapes(video, audio) not in self._compiled_shapes
+        if first:
+            # Each rank compiles on its own and may reach the first exchange minutes before its peer.
+            saved_timeout = self._set_exchange_timeout(COMPILE_EXCHANGE_TIMEOUT_S)
         try:
             # The audio gate sees the largest video timestep of the whole batch, not of this slice.
             video_out, audio_out = run_transformer(
@@ -194,8 +220,41 @@ class SequenceParallelModel(torch.nn.Module):
             )
         finally:
             self._state.split = None
+            if first:
+                self._set_exchange_timeout(saved_timeout)
+        if first:
+            self._compiled_shapes.add(_input_shapes(video, audio))
         video_out = self.exchange.all_gather_tokens(video_out.contiguous(), split.token_counts)
         return video_out, audio_out
+
+
+def resolve_attention_functions(model: torch.nn.Module) -> None:
+    """Replace ltx-core's AttentionFunction enum members by the callable each one stands for, made once.
+
+    Same computation; but torch.compile (2.11) cannot trace a call of an Enum member and broke every
+    block's graph there (measured: the compiled 2-GPU step at 6,144 tokens ran slower than eager).
+    """
+    made: dict[AttentionFunction, AttentionCallable] = {}
+    for module in model.modules():
+        fn = getattr(module, "attention_function", None)
+        if isinstance(module, Attention) and isinstance(fn, AttentionFunction):
+            if fn not in made:
+                made[fn] = _attention_callable(fn)
+            module.attention_function = made[fn]
+
+
+def _attention_callable(fn: AttentionFunction) -> AttentionCallable:
+    if fn is AttentionFunction.XFORMERS or (fn is AttentionFunction.DEFAULT and memory_efficient_attention):
+        return XFormersAttention()
+    if fn is AttentionFunction.FLASH_ATTENTION_3:
+        return FlashAttention3()
+    return PytorchAttention()  # PYTORCH, and DEFAULT without xformers installed
+
+
+def _input_shapes(video: Modality, audio: Modality | None) -> tuple:
+    """What decides whether torch.compile compiles again: the shapes of the call's tensors."""
+    parts = (video,) if audio is None else (video, audio)
+    return tuple((m.latent.shape, m.timesteps.shape, m.context.shape) for m in parts)
 
 
 def slice_video_tokens(video: Modality, start: int, end: int) -> Modality:
