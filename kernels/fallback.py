@@ -26,7 +26,9 @@ class TorchDistHeadExchange:
         self.world_size = dist.get_world_size(group)
         self._stage_on_host = dist.get_backend(group) == "gloo"
 
-    def _exchange(self, pieces: list[torch.Tensor], recv_numel: list[int], like: torch.Tensor) -> torch.Tensor:
+    def _exchange(
+        self, pieces: list[torch.Tensor], recv_numel: list[int], like: torch.Tensor
+    ) -> torch.Tensor:
         """Send pieces[j] to rank j; return the flat concatenation of what each rank sent here."""
         send = torch.cat([p.reshape(-1) for p in pieces])
         device = torch.device("cpu") if self._stage_on_host else like.device
@@ -45,7 +47,10 @@ class TorchDistHeadExchange:
         self, x: torch.Tensor, token_counts: Sequence[int], head_counts: Sequence[int]
     ) -> torch.Tensor:
         b, t_rank, h, d = x.shape
-        _check(t_rank == token_counts[self.rank], f"input holds {t_rank} tokens, partition says {token_counts[self.rank]}")
+        _check(
+            t_rank == token_counts[self.rank],
+            f"input holds {t_rank} tokens, partition says {token_counts[self.rank]}",
+        )
         _check(h == sum(head_counts), f"input holds {h} heads, partition says {sum(head_counts)}")
         h_off = offsets(head_counts)
         pieces = [x[:, :, h_off[j] : h_off[j] + head_counts[j]] for j in range(self.world_size)]
@@ -58,8 +63,13 @@ class TorchDistHeadExchange:
         self, y: torch.Tensor, token_counts: Sequence[int], head_counts: Sequence[int]
     ) -> torch.Tensor:
         b, t_total, h_mine, d = y.shape
-        _check(t_total == sum(token_counts), f"input holds {t_total} tokens, partition says {sum(token_counts)}")
-        _check(h_mine == head_counts[self.rank], f"input holds {h_mine} heads, partition says {head_counts[self.rank]}")
+        _check(
+            t_total == sum(token_counts), f"input holds {t_total} tokens, partition says {sum(token_counts)}"
+        )
+        _check(
+            h_mine == head_counts[self.rank],
+            f"input holds {h_mine} heads, partition says {head_counts[self.rank]}",
+        )
         t_off = offsets(token_counts)
         pieces = [y[:, t_off[j] : t_off[j] + token_counts[j]] for j in range(self.world_size)]
         t_mine = token_counts[self.rank]
@@ -70,7 +80,10 @@ class TorchDistHeadExchange:
 
     def all_gather_tokens(self, x: torch.Tensor, token_counts: Sequence[int]) -> torch.Tensor:
         b, t_rank, c = x.shape
-        _check(t_rank == token_counts[self.rank], f"input holds {t_rank} tokens, partition says {token_counts[self.rank]}")
+        _check(
+            t_rank == token_counts[self.rank],
+            f"input holds {t_rank} tokens, partition says {token_counts[self.rank]}",
+        )
         sizes = [b * t * c for t in token_counts]
         recv = self._exchange([x] * self.world_size, sizes, x)
         chunks = recv.split(sizes)
@@ -78,7 +91,10 @@ class TorchDistHeadExchange:
 
     def all_gather_heads(self, x: torch.Tensor, head_counts: Sequence[int]) -> torch.Tensor:
         b, t, h_mine, d = x.shape
-        _check(h_mine == head_counts[self.rank], f"input holds {h_mine} heads, partition says {head_counts[self.rank]}")
+        _check(
+            h_mine == head_counts[self.rank],
+            f"input holds {h_mine} heads, partition says {head_counts[self.rank]}",
+        )
         sizes = [b * t * h * d for h in head_counts]
         recv = self._exchange([x] * self.world_size, sizes, x)
         chunks = recv.split(sizes)

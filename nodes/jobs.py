@@ -25,11 +25,15 @@ def as_comfy_errors() -> Iterator[None]:
         raise ValueError(str(exc)) from None
 
 
-def run_job(model: MGPUModel, op: str, args: dict[str, Any], *, node_id: str | None, total: int) -> list[dict]:
+def run_job(
+    model: MGPUModel, op: str, args: dict[str, Any], *, node_id: str | None, total: int
+) -> list[dict]:
     """Run `op` on the group for `model` (starting/reloading it as needed); rank results by index."""
     progress = comfy.Progress(total, node_id)
     with as_comfy_errors():
-        return get_manager().run(model, op, args, on_progress=progress.update, should_cancel=comfy.interrupt_requested)
+        return get_manager().run(
+            model, op, args, on_progress=progress.update, should_cancel=comfy.interrupt_requested
+        )
 
 
 def load(model: MGPUModel, *, node_id: str | None) -> None:
