@@ -46,6 +46,8 @@ SPECS: dict[str, tuple[list[tuple], list[tuple[str, str]]]] = {
             ("w", "mode"),
             ("w", "lora_name"),
             ("w", "lora_strength"),
+            ("w", "compile_blocks"),
+            ("w", "fp8_matmul"),
         ],
         [("mgpu_model", "MGPU_MODEL")],
     ),
@@ -320,6 +322,8 @@ def loader(g: Graph, at=(0, 0)) -> Node:
             "mode": "comfyui",
             "lora_name": "None",
             "lora_strength": 1.0,
+            "compile_blocks": False,
+            "fp8_matmul": False,
         },
         at,
     )

@@ -22,10 +22,10 @@ import torch
 from ltx_core.model.transformer.model_configurator import LTXModelConfigurator
 from safetensors import safe_open
 from safetensors.torch import load_file, save_file
+from test_lora_fp8 import forward_errors
 
 from conftest import tiny_conditioning
 from ltx2_mgpu.workers.checkpoint import TRANSFORMER, load_transformer
-from ltx2_mgpu.workers.fp8 import make_tiny_fp8
 from ltx2_mgpu.workers.fp8_linear import (
     EMULATED,
     SCALED_MM,
@@ -36,7 +36,7 @@ from ltx2_mgpu.workers.fp8_linear import (
     quantize_linears,
     scaled_mm_linear,
 )
-from ltx2_mgpu.workers.lora import FuseTarget, LoraFuser, make_tiny_lora
+from ltx2_mgpu.workers.lora import FuseTarget, LoraFuser
 from ltx2_mgpu.workers.model_forward import ForwardMode
 from ltx2_mgpu.workers.ops_bench import LTX2_19B_TRANSFORMER
 from ltx2_mgpu.workers.reference import denoiser, load_in_process, relative_error
@@ -57,17 +57,9 @@ RELEASED_19B_LINEARS = 1176  # 28 Linears x blocks 1-42
 CAPTION = 64  # the tiny model's caption channels
 
 
-@pytest.fixture(scope="module")
-def files(tiny, tmp_path_factory):
-    folder = tmp_path_factory.mktemp("fp8_linear")
-    return {
-        "checkpoint": tiny.checkpoint,
-        "fp8": make_tiny_fp8(tiny.checkpoint, folder / "ltx2-tiny-fp8.safetensors"),
-        "lora": make_tiny_lora(folder / "tiny-lora.safetensors", tiny.checkpoint, rank=4, seed=1),
-        "alpha": make_tiny_lora(
-            folder / "tiny-lora-alpha.safetensors", tiny.checkpoint, rank=8, seed=2, alpha=4.0
-        ),
-    }
+@pytest.fixture
+def files(lora_files):
+    return lora_files
 
 
 def state(module: torch.nn.Module) -> dict[str, torch.Tensor]:
@@ -141,16 +133,7 @@ def test_quantize_linears_on_the_fp8_file_gives_back_its_fp8_weights(files):
 def test_tiny_forward_with_fp8_linears_stays_close_to_the_unquantized_one(files):
     reference, model = load_in_process(files["checkpoint"]), load_in_process(files["checkpoint"])
     assert quantize_linears(model.transformer.model, TINY_SELECTION) == TINY_FP8_LINEARS
-    g = torch.Generator().manual_seed(0)
-    video, audio = torch.randn(1, 128, 3, 3, 3, generator=g), torch.randn(1, 8, 7, 16, generator=g)
-    positive = tiny_conditioning(9, CAPTION, seed=3)
-    outs = []
-    for m in (model, reference):
-        den = denoiser(m, video, audio, positive, None, 1.0, 1.0, frame_rate=24.0)
-        with torch.inference_mode():
-            (_, v), (_, a) = den.velocity([video, audio], 0.7, [None, None])
-        outs.append((v, a))
-    errors = relative_error(outs[0][0], outs[1][0]), relative_error(outs[0][1], outs[1][1])
+    errors = forward_errors(model, reference)
     print(f"tiny forward, fp8 Linears vs unquantized: video {errors[0]:.2e} audio {errors[1]:.2e}")
     assert 0 < max(errors) <= FP8_FORWARD_TOLERANCE
 

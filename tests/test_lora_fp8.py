@@ -37,7 +37,6 @@ from ltx2_mgpu.workers.checkpoint import (
     read_safetensors_header,
 )
 from ltx2_mgpu.workers.errors import JobInputError
-from ltx2_mgpu.workers.fp8 import make_tiny_fp8
 from ltx2_mgpu.workers.lora import FuseTarget, LoraFuser, make_tiny_lora, read_lora
 from ltx2_mgpu.workers.manager import MGPUModel
 from ltx2_mgpu.workers.model_forward import ForwardMode
@@ -50,18 +49,9 @@ CAPTION = 64  # the tiny model's caption channels
 CPU = torch.device("cpu")
 
 
-@pytest.fixture(scope="module")
-def files(tiny, tmp_path_factory):
-    """The tiny checkpoint, its fp8 variant, a LoRA (rank 4) and one with alpha (rank 8, alpha 4)."""
-    folder = tmp_path_factory.mktemp("lora")
-    return {
-        "checkpoint": tiny.checkpoint,
-        "fp8": make_tiny_fp8(tiny.checkpoint, folder / "ltx2-tiny-fp8.safetensors"),
-        "lora": make_tiny_lora(folder / "tiny-lora.safetensors", tiny.checkpoint, rank=4, seed=1),
-        "alpha": make_tiny_lora(
-            folder / "tiny-lora-alpha.safetensors", tiny.checkpoint, rank=8, seed=2, alpha=4.0
-        ),
-    }
+@pytest.fixture
+def files(lora_files):
+    return lora_files
 
 
 def ltx_core_fused(checkpoint, loras, dtype):

@@ -35,12 +35,16 @@ def _forward(manager, model: MGPUModel, video, audio, positive) -> tuple[torch.T
     return out_v.tensor.clone(), out_a.tensor.clone(), result[0]["exchange"]
 
 
-@pytest.mark.parametrize("backend", ["auto", "fallback"])
-def test_bf16_parity_2_and_4_ranks_on_one_gpu(manager, tiny_path, backend):
+def _inputs() -> tuple[torch.Tensor, torch.Tensor, list]:
     g = torch.Generator().manual_seed(0)
     video = torch.randn(SHAPE, generator=g)
     audio = torch.randn(1, 8, 11, 16, generator=g)
-    positive = tiny_conditioning(13, 64, seed=1)
+    return video, audio, tiny_conditioning(13, 64, seed=1)
+
+
+@pytest.mark.parametrize("backend", ["auto", "fallback"])
+def test_bf16_parity_2_and_4_ranks_on_one_gpu(manager, tiny_path, backend):
+    video, audio, positive = _inputs()
     manager.env = {"LTX2_MGPU_ALL2ALL": backend}
     try:
         one = _forward(
@@ -70,10 +74,7 @@ def test_bf16_parity_2_and_4_ranks_on_one_gpu(manager, tiny_path, backend):
 def test_bf16_parity_one_rank_per_gpu_against_one_gpu(manager, tiny_path):
     """Two GPUs, NCCL for collectives, the IPC kernel across the GPUs for the head exchange."""
     count = torch.cuda.device_count()
-    g = torch.Generator().manual_seed(0)
-    video = torch.randn(SHAPE, generator=g)
-    audio = torch.randn(1, 8, 11, 16, generator=g)
-    positive = tiny_conditioning(13, 64, seed=1)
+    video, audio, positive = _inputs()
     one = _forward(
         manager, MGPUModel.create(tiny_path, devices="cuda:0", dtype="bfloat16"), video, audio, positive
     )
@@ -94,10 +95,7 @@ def test_bf16_parity_one_rank_per_gpu_against_one_gpu(manager, tiny_path):
 def test_compiled_blocks_on_two_gpus_match_eager_on_one(manager, tiny_path):
     """compile_blocks with the IPC kernel across two GPUs: each rank compiles on its own (the kernel's
     wait timeout is raised for that first call) and the result agrees with the eager single GPU."""
-    g = torch.Generator().manual_seed(0)
-    video = torch.randn(SHAPE, generator=g)
-    audio = torch.randn(1, 8, 11, 16, generator=g)
-    positive = tiny_conditioning(13, 64, seed=1)
+    video, audio, positive = _inputs()
     one = _forward(
         manager, MGPUModel.create(tiny_path, devices="cuda:0", dtype="bfloat16"), video, audio, positive
     )
