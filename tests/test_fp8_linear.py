@@ -99,6 +99,15 @@ def test_fp8_linear_stays_within_fp8_rounding_and_scales_each_token_alone():
     assert relative_error(fp8.dequantized(), linear.weight.detach()) <= FP8_ROUNDING
 
 
+def test_an_all_zero_linear_quantizes_to_zero_and_gives_its_bias():
+    linear = torch.nn.Linear(32, 16).to(torch.bfloat16)
+    torch.nn.init.zeros_(linear.weight)
+    fp8 = Fp8Linear.from_linear(linear)
+    assert torch.isfinite(fp8.weight_scale) and not fp8.dequantized().any()
+    x = torch.randn(3, 32, dtype=torch.bfloat16)
+    assert torch.equal(fp8(x), linear.bias.detach().expand(3, 16))
+
+
 def test_the_19b_selection_is_the_released_one_and_its_weights_weigh_21_55_gb():
     config = {**tiny_checkpoint_config()["transformer"], **LTX2_19B_TRANSFORMER}
     with torch.device("meta"):

@@ -57,6 +57,8 @@ FP8_E4M3_MAX = float(torch.finfo(torch.float8_e4m3fn).max)
 QUANTIZED_LINEAR_SUFFIXES = (".to_q.weight", ".to_k.weight", ".to_v.weight", ".to_out.0.weight",
                              "ff.net.0.proj.weight", "ff.net.2.weight")  # fmt: skip
 BLOCK_PREFIX = "model.diffusion_model.transformer_blocks."
+# The amax an all-zero weight is quantized with: any positive value keeps 448 / amax finite.
+ZERO_WEIGHT_AMAX = 1e-12
 
 
 @dataclass(frozen=True)
@@ -188,7 +190,8 @@ def _is_quantized_in_release(key: str, excluded_blocks: tuple[int, ...]) -> bool
 
 def _quantize_per_tensor(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     w = weight.to(torch.float32)
-    scale = FP8_E4M3_MAX / w.abs().amax()
+    # An all-zero weight (a zero-initialised layer) keeps a finite scale and stays zero, not NaN.
+    scale = FP8_E4M3_MAX / w.abs().amax().clamp(min=ZERO_WEIGHT_AMAX)
     q = torch.clamp(w * scale, -FP8_E4M3_MAX, FP8_E4M3_MAX).to(torch.float8_e4m3fn)
     return q, scale.reciprocal().to(torch.float32)
 
