@@ -3,6 +3,8 @@ and a combination that cannot work is refused before any worker starts."""
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
 import torch
 from test_sp_parity import CAPTION, forward_args, latent_inputs
@@ -17,6 +19,10 @@ from ltx2_mgpu.workers.reference import denoiser, load_in_process, relative_erro
 TOLERANCE = 1e-5
 
 
+@pytest.mark.skipif(
+    not any(shutil.which(c) for c in ("c++", "g++", "clang++")),
+    reason="torch.compile on CPU (inductor) needs a C++ compiler",
+)
 def test_compiled_blocks_match_eager_on_two_ranks(manager, tiny_path):
     reference = load_in_process(tiny_path, ForwardMode.COMFYUI)
     positive = tiny_conditioning(9, CAPTION, seed=3)
