@@ -41,7 +41,8 @@ def save(result: dict, path: str) -> None:
         json.dump(result, f, indent=2)
 
 
-def step(group: WorkerGroup, shape, repeats: int, profile: bool = False) -> dict:
+def step(group: WorkerGroup, shape, repeats: int, profile: bool = False) -> list[dict]:
+    """The engine's step timed in every rank of `group` (one result per rank)."""
     args = {
         "video_shape": list(shape),
         "audio_frames": AUDIO_FRAMES,
@@ -50,7 +51,7 @@ def step(group: WorkerGroup, shape, repeats: int, profile: bool = False) -> dict
         "compare_plain": False,
         "profile": profile,
     }
-    return group.run("bench_forward", args)[0]
+    return group.run("bench_forward", args)
 
 
 def time_variants(variants: list[str], tokens: list[int], repeats: int, result: dict, out: str) -> None:
@@ -64,7 +65,7 @@ def time_variants(variants: list[str], tokens: list[int], repeats: int, result: 
                 loaded_fp8 = fp8
             group.run("set_compiled", {"compile": compiled})
             for t in tokens:
-                r = step(group, SHAPES[t], repeats, profile=name == "eager")
+                r = step(group, SHAPES[t], repeats, profile=name == "eager")[0]
                 row = {
                     "variant": name,
                     "video_tokens": t,
@@ -97,7 +98,7 @@ def time_sp(devices: str, tokens: list[int], repeats: int, compiled: bool, resul
         for c in [False, True] if compiled else [False]:
             group.run("set_compiled", {"compile": c})
             for t in tokens:
-                runs = group.run(*_sp_args(SHAPES[t], repeats))
+                runs = step(group, SHAPES[t], repeats, profile=True)
                 breakdown = [r["kernel_ms"] for r in runs]
                 row = {
                     "devices": devices,
@@ -114,11 +115,6 @@ def time_sp(devices: str, tokens: list[int], repeats: int, compiled: bool, resul
                 save(result, out)
     finally:
         group.stop()
-
-
-def _sp_args(shape, repeats: int) -> tuple[str, dict]:
-    args = {"video_shape": list(shape), "audio_frames": AUDIO_FRAMES, "repeats": repeats, "warmup": 1}
-    return "bench_forward", {**args, "compare_plain": False, "profile": True}
 
 
 def main() -> None:

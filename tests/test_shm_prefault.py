@@ -1,4 +1,4 @@
-"""Pre-faulting shared-memory outputs (NOTE [shm prefault] in workers/shm.py): every method leaves
+"""Pre-faulting shared-memory outputs (NOTE [shm prefault] in workers/shm_prefault.py): every method leaves
 every value as it was, populates the pages it is given, and the Distributed VAE Decode gives the same
 bits with each method as without."""
 

@@ -57,8 +57,9 @@ FP8_E4M3_MAX = float(torch.finfo(torch.float8_e4m3fn).max)
 QUANTIZED_LINEAR_SUFFIXES = (".to_q.weight", ".to_k.weight", ".to_v.weight", ".to_out.0.weight",
                              "ff.net.0.proj.weight", "ff.net.2.weight")  # fmt: skip
 BLOCK_PREFIX = "model.diffusion_model.transformer_blocks."
-# The amax an all-zero weight is quantized with: any positive value keeps 448 / amax finite.
-ZERO_WEIGHT_AMAX = 1e-12
+# The smallest amax a scale is made from: an all-zero weight or activation row keeps a finite scale and
+# quantizes to zeros (torch's scaled-mm tests use 1e-12).
+AMAX_FLOOR = 1e-12
 
 
 @dataclass(frozen=True)
@@ -181,17 +182,24 @@ def make_tiny_fp8(
     return out_path
 
 
+def block_index(key: str) -> int | None:
+    """The transformer block a checkpoint key belongs to, or None outside the blocks."""
+    if not key.startswith(BLOCK_PREFIX):
+        return None
+    return int(key[len(BLOCK_PREFIX) :].split(".", 1)[0])
+
+
 def _is_quantized_in_release(key: str, excluded_blocks: tuple[int, ...]) -> bool:
-    if not key.startswith(BLOCK_PREFIX) or not key.endswith(QUANTIZED_LINEAR_SUFFIXES):
+    if not key.endswith(QUANTIZED_LINEAR_SUFFIXES):
         return False
-    block = int(key[len(BLOCK_PREFIX) :].split(".", 1)[0])
-    return block not in excluded_blocks
+    block = block_index(key)
+    return block is not None and block not in excluded_blocks
 
 
 def _quantize_per_tensor(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     w = weight.to(torch.float32)
     # An all-zero weight (a zero-initialised layer) keeps a finite scale and stays zero, not NaN.
-    scale = FP8_E4M3_MAX / w.abs().amax().clamp(min=ZERO_WEIGHT_AMAX)
+    scale = FP8_E4M3_MAX / w.abs().amax().clamp(min=AMAX_FLOOR)
     q = torch.clamp(w * scale, -FP8_E4M3_MAX, FP8_E4M3_MAX).to(torch.float8_e4m3fn)
     return q, scale.reciprocal().to(torch.float32)
 

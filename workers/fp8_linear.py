@@ -41,10 +41,12 @@ import torch
 from torch import nn
 
 from .fp8 import (
+    AMAX_FLOOR,
     BLOCK_PREFIX,
     FP8_E4M3_MAX,
     _is_quantized_in_release,
     _quantize_per_tensor,
+    block_index,
     dequantize,
     scaled_fp8_layout,
 )
@@ -58,8 +60,6 @@ MIN_CAPABILITY = (8, 9)
 DIM_MULTIPLE = 16
 # Rowwise scaling in torch._scaled_mm writes bf16 only (torch 2.14's meta checks / CUTLASS kernel).
 ROWWISE_OUT_DTYPE = torch.bfloat16
-# A zero row still gets a finite scale (its values quantize to 0); torch's scaled-mm tests use 1e-12.
-AMAX_FLOOR = 1e-12
 # The transformer's Linears sit under this prefix in a checkpoint (TRANSFORMER's SDOps strip it).
 CHECKPOINT_PREFIX = BLOCK_PREFIX.removesuffix("transformer_blocks.")
 # Blocks the released 19B fp8 files keep in bf16: block 0 and the last RELEASED_LAST_EXCLUDED.
@@ -88,11 +88,7 @@ class Fp8Selection:
         layout = scaled_fp8_layout(header)
         if layout is None:
             return cls.released(num_layers)
-        quantized = {
-            int(key[len(BLOCK_PREFIX) :].split(".", 1)[0])
-            for key in layout.scales
-            if key.startswith(BLOCK_PREFIX)
-        }
+        quantized = {block_index(key) for key in layout.scales}
         return cls(excluded_blocks=tuple(i for i in range(num_layers) if i not in quantized))
 
     def includes(self, module_name: str) -> bool:
@@ -184,6 +180,23 @@ class Fp8Linear(nn.Module):
         return (
             f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
         )
+
+
+def check_fp8_matmul(dtype: torch.dtype, device: torch.device | None = None) -> None:
+    """Raises ValueError, saying what to change, where fp8_matmul cannot run: a compute dtype other
+    than bf16 (rowwise scaled_mm writes bf16), or a GPU without fp8 tensor cores (`device`, when
+    given; CPU runs the float32 emulation, for tests)."""
+    if dtype != ROWWISE_OUT_DTYPE:
+        raise ValueError(
+            f"fp8_matmul computes in bfloat16 (weight_dtype is {str(dtype).removeprefix('torch.')}); "
+            "set weight_dtype to bfloat16 or turn fp8_matmul off"
+        )
+    if device is not None and torch.device(device).type == "cuda":
+        path = matmul_path(device)
+        if path.name != SCALED_MM:
+            raise ValueError(
+                f"fp8_matmul needs fp8 tensor cores on {device}: {path.reason}; turn fp8_matmul off"
+            )
 
 
 def quantize_linears(model: nn.Module, selection: Fp8Selection) -> int:

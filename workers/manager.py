@@ -17,9 +17,13 @@ from pathlib import Path
 from . import client
 from .checkpoint import describe_checkpoint
 from .config import DEFAULT_MAX_VIDEO_TOKENS
+from .engine import DTYPES
 from .errors import JobInputError, WorkerGroupError
+from .fp8_linear import check_fp8_matmul
 from .launcher import Placement, parse_devices
 from .lora import LORA_FREE_OPS, LoraSpec, active_loras
+from .model_forward import ForwardMode
+from .strategies.sequence_parallel import check_compilable
 
 
 @dataclass(frozen=True)
@@ -162,16 +166,10 @@ class GroupManager:
 
 def check_fits(model: MGPUModel) -> None:
     """Refuse, before any worker starts, a checkpoint that is not one or a group it cannot be split over."""
-    if model.compile_blocks and model.mode != "comfyui":
-        raise ValueError(
-            f"compile_blocks works with mode 'comfyui' only (this loader has mode {model.mode!r}); "
-            "turn compile_blocks off or set mode to comfyui"
-        )
-    if model.fp8_matmul and model.dtype != "bfloat16":
-        raise ValueError(
-            f"fp8_matmul computes in bfloat16 (this loader has weight_dtype {model.dtype!r}); "
-            "set weight_dtype to bfloat16 or turn fp8_matmul off"
-        )
+    if model.compile_blocks:
+        check_compilable(ForwardMode(model.mode))
+    if model.fp8_matmul:
+        check_fp8_matmul(DTYPES[model.dtype])
     path = Path(model.checkpoint)
     if not path.is_file():
         raise ValueError(f"checkpoint {path} does not exist; pick an existing file")

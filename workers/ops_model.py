@@ -9,9 +9,10 @@ import torch
 
 from ..kernels import make_head_exchange
 from .engine import DTYPES, LoadedModel
-from .fp8_linear import SCALED_MM, matmul_path
+from .fp8_linear import check_fp8_matmul
 from .model_forward import ForwardMode
 from .ops import InputRejected, op
+from .strategies.sequence_parallel import check_compilable
 
 
 def _exchange(job):
@@ -45,15 +46,15 @@ def load_model(job, args: dict) -> dict:
             f"forward mode {args.get('mode')!r} is not one of {[m.value for m in ForwardMode]}"
         ) from None
     compiled = bool(args.get("compile", False))
-    if compiled and mode is not ForwardMode.COMFYUI:
-        raise InputRejected(
-            f"compile_blocks needs mode 'comfyui' (this load asks for {mode.value!r}); "
-            "turn compile_blocks off or set mode to comfyui"
-        )
     fp8_matmul = bool(args.get("fp8_matmul", False))
     rt = job.runtime
-    if fp8_matmul:
-        check_fp8_matmul(dtype, rt.device)
+    try:  # refused before any weight loads
+        if compiled:
+            check_compilable(mode)
+        if fp8_matmul:
+            check_fp8_matmul(dtype, rt.device)
+    except ValueError as exc:
+        raise InputRejected(str(exc)) from None
     current: LoadedModel | None = rt.state.get("model")
     same = (current.path, current.dtype, current.mode, current.fp8_matmul) if current is not None else None
     if same == (path, dtype, mode, fp8_matmul):
@@ -79,18 +80,6 @@ def load_model(job, args: dict) -> dict:
     model.transformer.set_compiled(compiled)
     rt.state["model"] = model
     return {"reused": False, **_summary(model)}
-
-
-def check_fp8_matmul(dtype: torch.dtype, device: torch.device) -> None:
-    """fp8 matmuls write bf16 and need a GPU with fp8 tensor cores; CPU runs the float32 emulation
-    (tests). Raises InputRejected with what to change."""
-    if dtype != torch.bfloat16:
-        raise InputRejected(f"fp8_matmul computes in bfloat16; set weight_dtype to bfloat16 (it is {dtype})")
-    path = matmul_path(device)
-    if device.type == "cuda" and path.name != SCALED_MM:
-        raise InputRejected(
-            f"fp8_matmul needs fp8 tensor cores on {device}: {path.reason}; turn fp8_matmul off"
-        )
 
 
 @op("set_compiled")

@@ -171,11 +171,8 @@ class SequenceParallelModel(torch.nn.Module):
         one compilation per new shape. Only the "comfyui" forward: ltx-core's own blocks read their
         index and would recompile per block.
         """
-        if enabled and self.mode is not ForwardMode.COMFYUI:
-            raise ValueError(
-                f"compiling the blocks needs mode 'comfyui' (this model runs {self.mode.value!r}); "
-                "set compile to off or mode to comfyui"
-            )
+        if enabled:
+            check_compilable(self.mode)
         if enabled != self.compiled:
             self._block_forward = torch.compile(comfyui_block_forward) if enabled else comfyui_block_forward
             self.compiled = enabled
@@ -226,6 +223,15 @@ class SequenceParallelModel(torch.nn.Module):
             self._compiled_shapes.add(_input_shapes(video, audio))
         video_out = self.exchange.all_gather_tokens(video_out.contiguous(), split.token_counts)
         return video_out, audio_out
+
+
+def check_compilable(mode: ForwardMode) -> None:
+    """compile_blocks compiles the comfyui block function; raises ValueError for any other mode."""
+    if mode is not ForwardMode.COMFYUI:
+        raise ValueError(
+            f"compile_blocks works with mode 'comfyui' only (this model has mode {mode.value!r}); "
+            "turn compile_blocks off or set mode to comfyui"
+        )
 
 
 def resolve_attention_functions(model: torch.nn.Module) -> None:
