@@ -18,7 +18,6 @@ figure to watch: it is the fixed cost a preview or a short schedule cannot hide.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import tempfile
@@ -27,6 +26,7 @@ import types
 from pathlib import Path
 
 import torch
+from bench_report import finish
 
 from ltx2_mgpu.nodes.sp_sampler import LTX2SPSampler
 from ltx2_mgpu.nodes.tdp_upscaler import LTX2TDPUpscaler
@@ -165,14 +165,8 @@ def main(argv: list[str] | None = None) -> dict:
         "model": "tiny",
         "threads": torch.get_num_threads(),
         **tiny_first_step(a.devices, a.repeats, a.dtype),
-        "command": " ".join([Path(sys.argv[0]).name, *(argv if argv is not None else sys.argv[1:])]),
-        "torch": torch.__version__,
     }
-    text = json.dumps(report, indent=2)
-    print(text)
-    if a.out:
-        a.out.write_text(text + "\n")
-    return report
+    return finish(report, a.out, argv)
 
 
 if __name__ == "__main__":

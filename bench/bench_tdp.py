@@ -33,15 +33,14 @@ the target size (the upsampler costs milliseconds and is left out); needs ~45 GB
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import torch
+from bench_report import finish
 
 from ltx2_mgpu.workers import latents, ops_tdp, tdp_upsample
 from ltx2_mgpu.workers.checkpoint import describe_config
@@ -339,14 +338,8 @@ def main(argv: list[str] | None = None) -> dict:
         "sampler": a.sampler,
         "repeats": a.repeats,
         **result,
-        "command": " ".join([Path(sys.argv[0]).name, *(argv if argv is not None else sys.argv[1:])]),
-        "torch": torch.__version__,
     }
-    text = json.dumps(report, indent=2)
-    print(text)
-    if a.out:
-        a.out.write_text(text + "\n")
-    return report
+    return finish(report, a.out, argv)
 
 
 if __name__ == "__main__":
