@@ -9,13 +9,13 @@ from pathlib import Path
 
 
 def _make_tiny(args: argparse.Namespace) -> int:
-    from .workers.tiny_model import make_tiny
+    from .workers.embedded.tiny_model import make_tiny
 
     files = make_tiny(Path(args.dir), seed=args.seed)
     for path in (files.checkpoint, files.spatial_upscaler):
         print(f"{path}  ({path.stat().st_size / 1e6:.1f} MB)")
     try:
-        from .workers.text_encoder import make_tiny_gemma
+        from .workers.text.text_encoder import make_tiny_gemma
     except ImportError:
         return 0
     gemma = make_tiny_gemma(Path(args.dir))

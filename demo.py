@@ -14,7 +14,7 @@ from pathlib import Path
 import torch
 
 from .nodes import NODE_CLASS_MAPPINGS
-from .workers.manager import MGPUModel, get_manager
+from .workers.group.manager import MGPUModel, get_manager
 
 # Full resolution of the tiny demo (stage 2); stage 1 runs at half of it, as the official workflow.
 WIDTH, HEIGHT, FRAMES, FPS = 384, 256, 25, 24.0
@@ -62,8 +62,8 @@ def _conditioning(model: MGPUModel, prompt: str, gemma: Path) -> list:
 
 
 def run_demo(args: argparse.Namespace) -> int:
-    from .workers.tiny_gemma import make_tiny_gemma
-    from .workers.tiny_model import make_tiny
+    from .workers.embedded.tiny_gemma import make_tiny_gemma
+    from .workers.embedded.tiny_model import make_tiny
 
     _install_standins()
     out = Path(args.out).resolve()
@@ -134,7 +134,7 @@ def _with_frame_rate(cond: list) -> list:
 
 def _parity_check(model: MGPUModel, positive, negative, latent, sigmas, seed, stage1) -> None:
     """Stage 1 on the group vs the same job in this process with no workers (the single-GPU answer)."""
-    from .workers.reference import load_in_process, relative_error, sample_in_process
+    from .workers.engine.ltxcore.reference import load_in_process, relative_error, sample_in_process
 
     if model.dtype != "float32":
         print("  parity: skipped (the in-process reference runs in float32 on the CPU)")

@@ -55,7 +55,7 @@ def _kernel_lines() -> list[str]:
 
 
 def report() -> str:
-    from .workers.launcher import parse_devices
+    from .workers.group.launcher import parse_devices
 
     lines = [
         f"python {platform.python_version()} on {platform.system()} {platform.machine()}, {os.cpu_count()} CPU cores",

@@ -30,7 +30,7 @@ from bench_report import finish
 
 from ltx2_mgpu.nodes.sp_sampler import LTX2SPSampler
 from ltx2_mgpu.nodes.tdp_upscaler import LTX2TDPUpscaler
-from ltx2_mgpu.workers.manager import MGPUModel, get_manager
+from ltx2_mgpu.workers.group.manager import MGPUModel, get_manager
 
 # Latent cells of the stage-1 video: 256 x 384 x 25 frames (half of bench_tdp's tiny 512 x 768 x 25).
 STAGE1_LATENT = (1, 128, 4, 8, 12)
@@ -130,7 +130,7 @@ def measure(
 
 def tiny_first_step(devices: str = "cpu:2", repeats: int = 3, dtype: str = "float32") -> dict:
     """The measurement on the embedded tiny model (for bench_tdp.py's JSON); stops the group after."""
-    from ltx2_mgpu.workers.tiny_model import CAPTION_CHANNELS, make_tiny
+    from ltx2_mgpu.workers.embedded.tiny_model import CAPTION_CHANNELS, make_tiny
 
     files = make_tiny(Path(tempfile.mkdtemp(prefix="bench_first_step_")))
     clock = _Clock()

@@ -29,14 +29,14 @@ import torch
 from ltx_core.model.transformer import LTXModelConfigurator
 from safetensors.torch import save_file
 
-from ltx2_mgpu.workers.checkpoint import TRANSFORMER, load_transformer
-from ltx2_mgpu.workers.fp8 import make_tiny_fp8
-from ltx2_mgpu.workers.lora import FuseTarget, LoraFuser, make_tiny_lora
-from ltx2_mgpu.workers.model_forward import ForwardMode
-from ltx2_mgpu.workers.ops_bench import LTX2_19B_TRANSFORMER
-from ltx2_mgpu.workers.tiny_model import tiny_checkpoint_config
+from ltx2_mgpu.workers.embedded.tiny_model import tiny_checkpoint_config
+from ltx2_mgpu.workers.engine.ltxcore.checkpoint import TRANSFORMER, load_transformer
+from ltx2_mgpu.workers.engine.ltxcore.fp8 import make_tiny_fp8
+from ltx2_mgpu.workers.engine.ltxcore.lora import FuseTarget, LoraFuser, make_tiny_lora
+from ltx2_mgpu.workers.engine.ltxcore.model_forward import ForwardMode
+from ltx2_mgpu.workers.rank.ops_bench import LTX2_19B_TRANSFORMER
 
-# The released 19B shape, shared with the other benchmarks (workers/ops_bench.py); layers set per run.
+# The released 19B shape, shared with the other benchmarks (workers/rank/ops_bench.py); layers set per run.
 REAL_19B = {k: v for k, v in LTX2_19B_TRANSFORMER.items() if k != "num_layers"}
 FULL_LAYERS = 48
 LORA_RANK = 384  # ltx-2-19b-distilled-lora-384

@@ -12,8 +12,8 @@ import json
 import platform
 import time
 
-from ltx2_mgpu.workers.client import WorkerGroup
-from ltx2_mgpu.workers.launcher import parse_devices
+from ltx2_mgpu.workers.group.client import WorkerGroup
+from ltx2_mgpu.workers.group.launcher import parse_devices
 
 
 def measure(devices: str, calls: int) -> dict:

@@ -23,10 +23,10 @@ import time
 import torch
 from ltx_core.model.transformer.modality import Modality
 
-from ltx2_mgpu.workers import latents
-from ltx2_mgpu.workers.client import WorkerGroup
-from ltx2_mgpu.workers.launcher import Placement
-from ltx2_mgpu.workers.ops_bench import LTX2_19B_TRANSFORMER, random_transformer
+from ltx2_mgpu.workers.engine.ltxcore import latents
+from ltx2_mgpu.workers.group.client import WorkerGroup
+from ltx2_mgpu.workers.group.launcher import Placement
+from ltx2_mgpu.workers.rank.ops_bench import LTX2_19B_TRANSFORMER, random_transformer
 
 # (frames, height, width) in pixels -> latent (F, H, W): 512x768x121 -> 16x16x24 = 6,144 tokens;
 # 1024x1536x121 -> 16x32x48 = 24,576 tokens (NOTES_LTX2.md).

@@ -5,7 +5,7 @@ Variants, each timed in the same worker process on the same inputs (random bf16 
   - eager: the default engine path;
   - compiled: the Loader's compile_blocks (torch.compile of the block function); its first call
     compiles, reported as `first_call_ms`;
-  - fp8: Linears of blocks 1-42 as fp8 matmuls (workers/fp8_linear.py), eager and compiled;
+  - fp8: Linears of blocks 1-42 as fp8 matmuls (workers/engine/ltxcore/fp8_linear.py), eager and compiled;
 and, with --sp-devices, the sequence-parallel step with a GPU-kernel breakdown (exchange / attention /
 matmul / other): the exchange share bounds what overlapping it with compute could save.
 The eager variant is timed again after the others, so drift shows. Results go to --out after every
@@ -24,9 +24,9 @@ import platform
 import torch
 from bench_step import AUDIO_FRAMES, SHAPES, matmul_tflops, median, step_flops
 
-from ltx2_mgpu.workers.client import WorkerGroup
-from ltx2_mgpu.workers.launcher import Placement
-from ltx2_mgpu.workers.ops_bench import LTX2_19B_TRANSFORMER
+from ltx2_mgpu.workers.group.client import WorkerGroup
+from ltx2_mgpu.workers.group.launcher import Placement
+from ltx2_mgpu.workers.rank.ops_bench import LTX2_19B_TRANSFORMER
 
 VARIANTS = {  # name -> (fp8 matmuls, compiled blocks)
     "eager": (False, False),

@@ -42,16 +42,17 @@ from pathlib import Path
 import torch
 from bench_report import finish
 
-from ltx2_mgpu.workers import latents, ops_tdp, tdp_upsample
-from ltx2_mgpu.workers.checkpoint import describe_config
-from ltx2_mgpu.workers.conditioning import TextContext, context_from_features
-from ltx2_mgpu.workers.engine import LoadedModel
-from ltx2_mgpu.workers.model_forward import ForwardMode, apply_mode_to_modules
-from ltx2_mgpu.workers.ops_bench import LTX2_19B_TRANSFORMER
+from ltx2_mgpu.workers.embedded.tiny_model import tiny_checkpoint_config
+from ltx2_mgpu.workers.engine.ltxcore import latents, tdp_upsample
+from ltx2_mgpu.workers.engine.ltxcore.checkpoint import describe_config
+from ltx2_mgpu.workers.engine.ltxcore.conditioning import TextContext, context_from_features
+from ltx2_mgpu.workers.engine.ltxcore.model import LoadedModel
+from ltx2_mgpu.workers.engine.ltxcore.model_forward import ForwardMode, apply_mode_to_modules
+from ltx2_mgpu.workers.rank import ops_tdp
+from ltx2_mgpu.workers.rank.ops_bench import LTX2_19B_TRANSFORMER
 from ltx2_mgpu.workers.strategies import tile_seams, tiled
 from ltx2_mgpu.workers.strategies.sequence_parallel import SequenceParallelModel
-from ltx2_mgpu.workers.tdp_preview import CENTRE_TILE, FIRST_FRAMES, PreviewRegion, preview_region
-from ltx2_mgpu.workers.tiny_model import tiny_checkpoint_config
+from ltx2_mgpu.workers.strategies.tdp_preview import CENTRE_TILE, FIRST_FRAMES, PreviewRegion, preview_region
 
 # Lightricks' TDP stage-2 schedule (shared/NOTES_LTX2.md).
 DEFAULT_SIGMAS = (0.625, 0.4, 0.0)
@@ -59,7 +60,7 @@ DEFAULT_SIGMAS = (0.625, 0.4, 0.0)
 REAL_SIZE = (1024, 1536, 121)
 TINY_SIZE = (512, 768, 25)
 FRAME_RATE = 24.0
-# The released 19B shape, shared with the other benchmarks (workers/ops_bench.py).
+# The released 19B shape, shared with the other benchmarks (workers/rank/ops_bench.py).
 REAL_19B = LTX2_19B_TRANSFORMER
 CONTEXT_TOKENS = 1024  # the connectors' output length (workers/conditioning.CONTEXT_LENGTH)
 TEXT_TOKENS = 64  # tiny: prompt tokens before the connectors
@@ -75,7 +76,7 @@ def _latent_cells(height: int, width: int, frames: int) -> tuple[int, int, int]:
 
 def tiny_setup(size: tuple[int, int, int], seed: int) -> dict:
     """The tiny model in-process; stage-1 latent at half `size`, upsampled by the tiny upsampler."""
-    from ltx2_mgpu.workers.tiny_model import make_tiny
+    from ltx2_mgpu.workers.embedded.tiny_model import make_tiny
 
     files = make_tiny(Path(tempfile.mkdtemp(prefix="bench_tdp_")))
     cpu = torch.device("cpu")

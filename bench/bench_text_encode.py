@@ -28,10 +28,10 @@ from pathlib import Path
 import torch
 from safetensors.torch import save_file
 
-from ltx2_mgpu.workers.gemma3 import GemmaConfig, GemmaSegment, SequenceContext
-from ltx2_mgpu.workers.text_encoder import feature_dtype, load_segment, open_gemma, text_features
-from ltx2_mgpu.workers.text_tokenizer import padded_length
-from ltx2_mgpu.workers.tiny_gemma import tiny_gemma_config
+from ltx2_mgpu.workers.embedded.tiny_gemma import tiny_gemma_config
+from ltx2_mgpu.workers.text.gemma3 import GemmaConfig, GemmaSegment, SequenceContext
+from ltx2_mgpu.workers.text.text_encoder import feature_dtype, load_segment, open_gemma, text_features
+from ltx2_mgpu.workers.text.text_tokenizer import padded_length
 
 TOKENS = (128, 2048)
 
@@ -121,7 +121,7 @@ def _pipeline_rank(rank: int, world: int, port: int, repeats: int, results) -> N
 
     import torch.distributed as dist
 
-    from ltx2_mgpu.workers.ops_text import ResidentEncoder, _encode_layers, split_layers
+    from ltx2_mgpu.workers.rank.ops_text import ResidentEncoder, _encode_layers, split_layers
 
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     gpu = torch.cuda.is_available()

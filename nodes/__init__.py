@@ -7,7 +7,7 @@ import importlib
 import pkgutil
 from pathlib import Path
 
-from ..workers.manager import get_manager
+from ..workers.group.manager import get_manager
 from . import comfy
 
 NODE_CLASS_MAPPINGS: dict[str, type] = {}

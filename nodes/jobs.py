@@ -6,8 +6,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from ..workers.errors import JobCancelled, JobInputError
-from ..workers.manager import MGPUModel, get_manager
+from ..workers.group.manager import MGPUModel, get_manager
+from ..workers.wire.errors import JobCancelled, JobInputError
 from . import comfy
 
 

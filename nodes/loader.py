@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from ..workers.checkpoint import read_safetensors_header
-from ..workers.config import DEFAULT_MAX_VIDEO_TOKENS
-from ..workers.engine import DTYPES
-from ..workers.launcher import parse_devices
-from ..workers.manager import MGPUModel
-from ..workers.model_forward import ForwardMode
+from ..workers.engine.ltxcore.checkpoint import read_safetensors_header
+from ..workers.engine.ltxcore.model import DTYPES
+from ..workers.engine.ltxcore.model_forward import ForwardMode
+from ..workers.group.launcher import parse_devices
+from ..workers.group.manager import MGPUModel
+from ..workers.wire.config import DEFAULT_MAX_VIDEO_TOKENS
 from . import comfy, jobs
 from .mgpu_lora import NO_LORA, lora_entry, strength_input
 

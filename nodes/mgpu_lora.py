@@ -1,16 +1,16 @@
 """MGPU LoRA: an MGPU_MODEL with one more LoRA, for the nodes downstream of it (e.g. stage 2).
 
 No worker is called here: the LoRA set travels in the MGPU_MODEL and the workers fuse it in place
-before the next job that runs the transformer (workers/lora.py), on the base that is already loaded.
+before the next job that runs the transformer (workers/engine/ltxcore/lora.py), on the base that is already loaded.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
 
-from ..workers.checkpoint import read_safetensors_header
-from ..workers.lora import read_lora
-from ..workers.manager import MGPUModel
+from ..workers.engine.ltxcore.checkpoint import read_safetensors_header
+from ..workers.engine.ltxcore.lora import read_lora
+from ..workers.group.manager import MGPUModel
 from . import comfy
 
 # The pack's menu category (loader.CATEGORY; not imported from there, since the loader imports us).

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import torch
 
-from ..workers.client import output_slot
-from ..workers.manager import MGPUModel
-from ..workers.sampling import SAMPLERS
+from ..workers.engine.ltxcore.sampling import SAMPLERS
+from ..workers.group.client import output_slot
+from ..workers.group.manager import MGPUModel
 from . import comfy
 from .convert import conditioning_args, split_latent
 from .jobs import run_job

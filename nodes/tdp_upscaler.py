@@ -6,11 +6,17 @@ import re
 
 import torch
 
-from ..workers.client import output_slot
-from ..workers.manager import MGPUModel
-from ..workers.sampling import SAMPLERS
+from ..workers.engine.ltxcore.sampling import SAMPLERS
+from ..workers.group.client import output_slot
+from ..workers.group.manager import MGPUModel
+from ..workers.strategies.tdp_preview import (
+    DEFAULT_PREVIEW_FRAMES,
+    OFF,
+    PREVIEW_MODES,
+    check_mode,
+    preview_region,
+)
 from ..workers.strategies.tiled import AUTO, TileGrid, make_grid, resolve_counts, upscaled_latent_shape
-from ..workers.tdp_preview import DEFAULT_PREVIEW_FRAMES, OFF, PREVIEW_MODES, check_mode, preview_region
 from . import comfy
 from .convert import conditioning_args, split_latent
 from .jobs import run_job
@@ -164,7 +170,9 @@ class LTX2TDPUpscaler:
         preview_frames: int = DEFAULT_PREVIEW_FRAMES,
         unique_id=None,
     ):
-        from ..workers.checkpoint import read_checkpoint_config  # imports ltx-core: only when used
+        from ..workers.engine.ltxcore.checkpoint import (
+            read_checkpoint_config,  # imports ltx-core: only when used
+        )
 
         parts = split_latent(latent)
         tiles_h, tiles_w = parse_tiles(tiles)

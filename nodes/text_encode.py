@@ -6,12 +6,12 @@ from pathlib import Path
 
 import torch
 
-from ..workers.checkpoint import read_safetensors_header
-from ..workers.client import output_slot
-from ..workers.manager import MGPUModel
-from ..workers.ops_text import PLACEMENTS
-from ..workers.text_encoder import open_gemma
-from ..workers.text_tokenizer import load_prompt_tokenizer
+from ..workers.engine.ltxcore.checkpoint import read_safetensors_header
+from ..workers.group.client import output_slot
+from ..workers.group.manager import MGPUModel
+from ..workers.rank.ops_text import PLACEMENTS
+from ..workers.text.text_encoder import open_gemma
+from ..workers.text.text_tokenizer import load_prompt_tokenizer
 from . import comfy
 from .jobs import run_job
 from .loader import CATEGORY

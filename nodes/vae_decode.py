@@ -8,12 +8,11 @@ import os
 
 import torch
 
-from ..workers import shm
-from ..workers.checkpoint import read_checkpoint_config
-from ..workers.client import output_slot
-from ..workers.config import SHM_DIR
-from ..workers.latents import check_audio_latent, check_video_latent
-from ..workers.manager import MGPUModel
+from ..workers.engine.ltxcore.checkpoint import read_checkpoint_config
+from ..workers.engine.ltxcore.latents import check_audio_latent, check_video_latent
+from ..workers.group.client import output_slot
+from ..workers.group.manager import MGPUModel
+from ..workers.rank.vae_outputs import audio_output, image_shape
 from ..workers.strategies.vae_tiles import (
     AUTO,
     DEFAULT_OVERLAP_PX,
@@ -23,7 +22,8 @@ from ..workers.strategies.vae_tiles import (
     TileSettings,
     make_plan,
 )
-from ..workers.vae_outputs import audio_output, image_shape
+from ..workers.wire import shm
+from ..workers.wire.config import SHM_DIR
 from .convert import split_latent
 from .jobs import run_job
 from .loader import CATEGORY

@@ -8,13 +8,13 @@ import os
 
 import torch
 
-from ..workers import shm
-from ..workers.client import output_slot
-from ..workers.config import SHM_DIR
-from ..workers.manager import MGPUModel
-from ..workers.ops_vae_encode import latent_shape
+from ..workers.group.client import output_slot
+from ..workers.group.manager import MGPUModel
+from ..workers.rank.ops_vae_encode import latent_shape
 from ..workers.strategies.vae_encode_plan import make_plan
 from ..workers.strategies.vae_tiles import AUTO, FRAMES_PER_CELL, PIXELS_PER_CELL
+from ..workers.wire import shm
+from ..workers.wire.config import SHM_DIR
 from .jobs import run_job
 from .loader import CATEGORY
 

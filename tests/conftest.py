@@ -14,10 +14,10 @@ import psutil
 import pytest
 import torch
 
-from ltx2_mgpu.workers import shm
-from ltx2_mgpu.workers.client import WorkerGroup
-from ltx2_mgpu.workers.launcher import parse_devices
-from ltx2_mgpu.workers.manager import get_manager
+from ltx2_mgpu.workers.group.client import WorkerGroup
+from ltx2_mgpu.workers.group.launcher import parse_devices
+from ltx2_mgpu.workers.group.manager import get_manager
+from ltx2_mgpu.workers.wire import shm
 
 
 def pytest_collection_modifyitems(config, items):
@@ -36,7 +36,7 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture(scope="session")
 def tiny(tmp_path_factory):
     """The embedded tiny LTX-2 (checkpoint + spatial upscaler), made once per test session."""
-    from ltx2_mgpu.workers.tiny_model import make_tiny
+    from ltx2_mgpu.workers.embedded.tiny_model import make_tiny
 
     return make_tiny(tmp_path_factory.mktemp("tiny"))
 
@@ -46,7 +46,7 @@ def worker_children() -> list[psutil.Process]:
     out = []
     for child in psutil.Process().children(recursive=True):
         try:
-            if child.status() != psutil.STATUS_ZOMBIE and "ltx2_mgpu.workers.entry" in " ".join(
+            if child.status() != psutil.STATUS_ZOMBIE and "ltx2_mgpu.workers.rank.entry" in " ".join(
                 child.cmdline()
             ):
                 out.append(child)
@@ -163,8 +163,8 @@ def run_ranks(fn, world_size: int, tmp_path: Path, *args: object, timeout_s: flo
 @pytest.fixture(scope="session")
 def lora_files(tiny, tmp_path_factory) -> dict[str, Path]:
     """The tiny checkpoint, its fp8 variant, a LoRA (rank 4) and one with alpha (rank 8, alpha 4)."""
-    from ltx2_mgpu.workers.fp8 import make_tiny_fp8
-    from ltx2_mgpu.workers.lora import make_tiny_lora
+    from ltx2_mgpu.workers.engine.ltxcore.fp8 import make_tiny_fp8
+    from ltx2_mgpu.workers.engine.ltxcore.lora import make_tiny_lora
 
     folder = tmp_path_factory.mktemp("lora")
     return {

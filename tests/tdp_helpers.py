@@ -8,10 +8,11 @@ import torch
 from sp_reference import load_in_process
 
 from conftest import NestedStandIn, tiny_conditioning
-from ltx2_mgpu.workers import ops_tdp, tdp_upsample
-from ltx2_mgpu.workers.conditioning import context_from_features
+from ltx2_mgpu.workers.engine.ltxcore import tdp_upsample
+from ltx2_mgpu.workers.engine.ltxcore.conditioning import context_from_features
+from ltx2_mgpu.workers.rank import ops_tdp
 from ltx2_mgpu.workers.strategies import tiled
-from ltx2_mgpu.workers.tdp_preview import PreviewRegion
+from ltx2_mgpu.workers.strategies.tdp_preview import PreviewRegion
 
 CAPTION = 64  # the tiny model's caption channels
 DEFAULT_SIGMAS = (0.625, 0.4, 0.0)  # the node's default stage-2 schedule

@@ -29,8 +29,8 @@ import torch
 from comfyui_harness import comfyui_in_process, comfyui_root
 
 from conftest import assert_no_leaks, tiny_conditioning
-from ltx2_mgpu.workers.manager import MGPUModel, get_manager
-from ltx2_mgpu.workers.tiny_model import CAPTION_CHANNELS
+from ltx2_mgpu.workers.embedded.tiny_model import CAPTION_CHANNELS
+from ltx2_mgpu.workers.group.manager import MGPUModel, get_manager
 
 pytestmark = pytest.mark.comfyui
 

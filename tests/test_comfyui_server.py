@@ -40,8 +40,8 @@ from comfyui_harness import (
 )
 
 from ltx2_mgpu.nodes import NODE_CLASS_MAPPINGS, NODE_DISPLAY_NAME_MAPPINGS
-from ltx2_mgpu.workers import shm
-from ltx2_mgpu.workers.tiny_model import CAPTION_CHANNELS
+from ltx2_mgpu.workers.embedded.tiny_model import CAPTION_CHANNELS
+from ltx2_mgpu.workers.wire import shm
 
 pytestmark = pytest.mark.comfyui
 

@@ -10,10 +10,10 @@ import torch
 from test_sp_parity import CAPTION, forward_args, latent_inputs
 
 from conftest import tiny_conditioning
-from ltx2_mgpu.workers.client import output_slot
-from ltx2_mgpu.workers.manager import MGPUModel, check_fits
-from ltx2_mgpu.workers.model_forward import ForwardMode
-from ltx2_mgpu.workers.reference import denoiser, load_in_process, relative_error
+from ltx2_mgpu.workers.engine.ltxcore.model_forward import ForwardMode
+from ltx2_mgpu.workers.engine.ltxcore.reference import denoiser, load_in_process, relative_error
+from ltx2_mgpu.workers.group.client import output_slot
+from ltx2_mgpu.workers.group.manager import MGPUModel, check_fits
 
 # Inductor fuses elementwise ops and reorders float32 sums: rounding-level differences only.
 TOLERANCE = 1e-5

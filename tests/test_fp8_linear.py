@@ -1,4 +1,4 @@
-"""fp8 matmuls for the block Linears (workers/fp8_linear.py) and LoRAs fused into them (workers/lora.py).
+"""fp8 matmuls for the block Linears (workers/engine/ltxcore/fp8_linear.py) and LoRAs fused into them (workers/engine/ltxcore/lora.py).
 
 Claims (CPU, the emulated path, which computes the quantized product the GPU path computes):
 - an Fp8Linear stays within FP8_LINEAR_TOLERANCE of the float32 Linear it replaced (measured 2.8e-2),
@@ -25,8 +25,9 @@ from safetensors.torch import load_file, save_file
 from test_lora_fp8 import forward_errors
 
 from conftest import tiny_conditioning
-from ltx2_mgpu.workers.checkpoint import TRANSFORMER, load_transformer
-from ltx2_mgpu.workers.fp8_linear import (
+from ltx2_mgpu.workers.embedded.tiny_model import tiny_checkpoint_config
+from ltx2_mgpu.workers.engine.ltxcore.checkpoint import TRANSFORMER, load_transformer
+from ltx2_mgpu.workers.engine.ltxcore.fp8_linear import (
     EMULATED,
     SCALED_MM,
     Fp8Linear,
@@ -36,11 +37,10 @@ from ltx2_mgpu.workers.fp8_linear import (
     quantize_linears,
     scaled_mm_linear,
 )
-from ltx2_mgpu.workers.lora import FuseTarget, LoraFuser
-from ltx2_mgpu.workers.model_forward import ForwardMode
-from ltx2_mgpu.workers.ops_bench import LTX2_19B_TRANSFORMER
-from ltx2_mgpu.workers.reference import denoiser, load_in_process, relative_error
-from ltx2_mgpu.workers.tiny_model import tiny_checkpoint_config
+from ltx2_mgpu.workers.engine.ltxcore.lora import FuseTarget, LoraFuser
+from ltx2_mgpu.workers.engine.ltxcore.model_forward import ForwardMode
+from ltx2_mgpu.workers.engine.ltxcore.reference import denoiser, load_in_process, relative_error
+from ltx2_mgpu.workers.rank.ops_bench import LTX2_19B_TRANSFORMER
 
 CPU = torch.device("cpu")
 # Weights and activations each keep 3 mantissa bits (rounding <= 2^-4 of a value); measured 2.8e-2.
@@ -201,9 +201,9 @@ def test_loader_fp8_matmul_runs_on_the_workers_and_loras_switch_on_it(manager, f
     a LoRA switches on and off again to the same weights, and a float32 loader is refused."""
     from test_sp_gpu import BF16_RELATIVE_TOLERANCE, _forward
 
-    from ltx2_mgpu.workers.engine import LoadedModel
-    from ltx2_mgpu.workers.manager import MGPUModel, check_fits
-    from ltx2_mgpu.workers.reference import _OneRank
+    from ltx2_mgpu.workers.engine.ltxcore.model import LoadedModel
+    from ltx2_mgpu.workers.engine.ltxcore.reference import _OneRank
+    from ltx2_mgpu.workers.group.manager import MGPUModel, check_fits
 
     g = torch.Generator().manual_seed(0)
     video, audio = torch.randn(1, 128, 3, 3, 3, generator=g), torch.randn(1, 8, 7, 16, generator=g)

@@ -11,7 +11,7 @@ import torch
 
 from conftest import tiny_conditioning
 from ltx2_mgpu.nodes.sp_sampler import LTX2SPSampler
-from ltx2_mgpu.workers.manager import MGPUModel
+from ltx2_mgpu.workers.group.manager import MGPUModel
 
 
 class InterruptProcessingException(Exception):

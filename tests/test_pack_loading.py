@@ -78,7 +78,7 @@ def test_unload_models_stops_the_group(monkeypatch, make_group):
     import types
 
     from ltx2_mgpu.nodes import comfy
-    from ltx2_mgpu.workers.manager import GroupManager
+    from ltx2_mgpu.workers.group.manager import GroupManager
 
     mm = types.ModuleType("comfy.model_management")
     calls = []

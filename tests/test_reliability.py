@@ -15,9 +15,10 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from conftest import assert_no_leaks, tiny_conditioning, worker_children
-from ltx2_mgpu.workers import client, errors, shm
-from ltx2_mgpu.workers.checkpoint import read_checkpoint_config
-from ltx2_mgpu.workers.manager import MGPUModel
+from ltx2_mgpu.workers.engine.ltxcore.checkpoint import read_checkpoint_config
+from ltx2_mgpu.workers.group import client
+from ltx2_mgpu.workers.group.manager import MGPUModel
+from ltx2_mgpu.workers.wire import errors, shm
 
 # Bounds the fault tests run with (production defaults: 30 s heartbeat, 10 s grace; see config.py).
 HEARTBEAT_S, GRACE_S = 2.0, 1.0
@@ -79,7 +80,7 @@ def test_cancel_while_loading_stops_the_workers_and_next_run_works(manager, tiny
 
 
 def _sample(manager, model, video, positive, negative):
-    from ltx2_mgpu.workers.client import output_slot
+    from ltx2_mgpu.workers.group.client import output_slot
 
     out = output_slot(video.shape, torch.float32)
     args = {
@@ -101,8 +102,8 @@ def _sample(manager, model, video, positive, negative):
 
 
 def test_back_to_back_prompts_with_different_checkpoints_reload_and_stay_correct(manager, tiny, tmp_path):
-    from ltx2_mgpu.workers.reference import load_in_process, relative_error, sample_in_process
-    from ltx2_mgpu.workers.tiny_model import make_tiny
+    from ltx2_mgpu.workers.embedded.tiny_model import make_tiny
+    from ltx2_mgpu.workers.engine.ltxcore.reference import load_in_process, relative_error, sample_in_process
 
     other = make_tiny(tmp_path / "other", seed=1).checkpoint
     video = torch.zeros(1, 128, 2, 2, 3)

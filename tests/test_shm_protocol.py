@@ -11,7 +11,7 @@ import sys
 import pytest
 import torch
 
-from ltx2_mgpu.workers import protocol, shm
+from ltx2_mgpu.workers.wire import protocol, shm
 
 
 def test_segment_round_trip_owner_only_and_unlink_keeps_mapping():

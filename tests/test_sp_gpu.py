@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from conftest import tiny_conditioning
-from ltx2_mgpu.workers.client import output_slot
-from ltx2_mgpu.workers.manager import MGPUModel
+from ltx2_mgpu.workers.group.client import output_slot
+from ltx2_mgpu.workers.group.manager import MGPUModel
 
 pytestmark = pytest.mark.gpu
 

@@ -10,10 +10,10 @@ import torch
 
 from conftest import NestedStandIn, tiny_conditioning
 from ltx2_mgpu.nodes.sp_sampler import LTX2SPSampler
-from ltx2_mgpu.workers.client import output_slot
-from ltx2_mgpu.workers.manager import MGPUModel
-from ltx2_mgpu.workers.model_forward import ForwardMode
-from ltx2_mgpu.workers.reference import load_in_process, relative_error, sample_in_process
+from ltx2_mgpu.workers.engine.ltxcore.model_forward import ForwardMode
+from ltx2_mgpu.workers.engine.ltxcore.reference import load_in_process, relative_error, sample_in_process
+from ltx2_mgpu.workers.group.client import output_slot
+from ltx2_mgpu.workers.group.manager import MGPUModel
 
 TOLERANCE = 1e-5
 CAPTION = 64  # the tiny model's caption channels
@@ -52,7 +52,7 @@ def test_transformer_forward_matches_single_process(manager, tiny_path, ranks, m
     reference = load_in_process(tiny_path, mode)
     model = MGPUModel.create(tiny_path, devices=f"cpu:{ranks}", dtype="float32", mode=mode.value)
     positive = tiny_conditioning(9, CAPTION, seed=3)
-    from ltx2_mgpu.workers.reference import denoiser
+    from ltx2_mgpu.workers.engine.ltxcore.reference import denoiser
 
     worst = 0.0
     for shape in SHAPES:
@@ -82,7 +82,7 @@ def test_transformer_forward_matches_single_process(manager, tiny_path, ranks, m
 
 def test_reference_mode_equals_plain_ltx_core_forward(tiny_path):
     """One rank in reference mode is ltx-core's own LTXModel.forward (same Modality in, same out)."""
-    from ltx2_mgpu.workers.reference import denoiser
+    from ltx2_mgpu.workers.engine.ltxcore.reference import denoiser
 
     model = load_in_process(tiny_path, ForwardMode.REFERENCE)
     positive = tiny_conditioning(9, CAPTION, seed=3)

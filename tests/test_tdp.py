@@ -21,8 +21,9 @@ from tdp_helpers import (
 
 from ltx2_mgpu.nodes.sp_sampler import LTX2SPSampler
 from ltx2_mgpu.nodes.tdp_upscaler import GRIDS, LTX2TDPUpscaler, parse_tiles
-from ltx2_mgpu.workers import latents, ops_tdp, tdp_upsample
-from ltx2_mgpu.workers.manager import MGPUModel
+from ltx2_mgpu.workers.engine.ltxcore import latents, tdp_upsample
+from ltx2_mgpu.workers.group.manager import MGPUModel
+from ltx2_mgpu.workers.rank import ops_tdp
 from ltx2_mgpu.workers.strategies import tiled
 
 # Ranks sum their tiles in another order than one rank does: float32 rounding, relative to the max.

@@ -1,4 +1,4 @@
-"""The TDP Upscaler's preview switch (NOTE [tdp preview] in workers/tdp_preview.py).
+"""The TDP Upscaler's preview switch (NOTE [tdp preview] in workers/strategies/tdp_preview.py).
 
 Claims tested: a preview returns a LATENT of just its region (the tile nearest the centre, the first
 8k + 1 frames, or both; audio cut to the clip's length); the centre tile's interior is the full run's
@@ -22,10 +22,10 @@ from tdp_helpers import (
 
 from conftest import worker_children
 from ltx2_mgpu.nodes.tdp_upscaler import LTX2TDPUpscaler
-from ltx2_mgpu.workers import ops_tdp
-from ltx2_mgpu.workers.manager import MGPUModel
+from ltx2_mgpu.workers.group.manager import MGPUModel
+from ltx2_mgpu.workers.rank import ops_tdp
 from ltx2_mgpu.workers.strategies import tiled
-from ltx2_mgpu.workers.tdp_preview import audio_frames, preview_region
+from ltx2_mgpu.workers.strategies.tdp_preview import audio_frames, preview_region
 
 # Relative to the largest |value|. The group splits the centre tile over its ranks (sequence
 # parallel): float32 sums in another order (the SP Sampler's parity bound).

@@ -13,7 +13,7 @@ import torch
 from tdp_helpers import make_stage, run_tiled
 
 from ltx2_mgpu.nodes.tdp_upscaler import LTX2TDPUpscaler
-from ltx2_mgpu.workers import ops_tdp
+from ltx2_mgpu.workers.rank import ops_tdp
 from ltx2_mgpu.workers.strategies import tiled
 from ltx2_mgpu.workers.strategies.tile_seams import edge_differences, seam_edges, seam_report
 

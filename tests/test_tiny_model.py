@@ -1,4 +1,4 @@
-"""The embedded tiny LTX-2 (workers/tiny_model.py) and the checkpoint loaders (workers/checkpoint.py). CPU."""
+"""The embedded tiny LTX-2 (workers/embedded/tiny_model.py) and the checkpoint loaders (workers/engine/ltxcore/checkpoint.py). CPU."""
 
 from __future__ import annotations
 
@@ -16,8 +16,7 @@ from ltx_core.model.upsampler import upsample_video
 from ltx_core.types import AudioLatentShape, SpatioTemporalScaleFactors, VideoLatentShape
 from safetensors.torch import load_file, save_file
 
-from ltx2_mgpu.workers import checkpoint
-from ltx2_mgpu.workers.tiny_model import (
+from ltx2_mgpu.workers.embedded.tiny_model import (
     CAPTION_CHANNELS,
     GEMMA_HIDDEN_SIZE,
     GEMMA_NUM_HIDDEN_STATES,
@@ -27,6 +26,7 @@ from ltx2_mgpu.workers.tiny_model import (
     tiny_checkpoint_config,
     tiny_upsampler_config,
 )
+from ltx2_mgpu.workers.engine.ltxcore import checkpoint
 
 # "A few MB": the audio VAE alone is 2.7 M parameters because ltx-core ties its width to 128.
 MAX_TOTAL_BYTES = 12_000_000

@@ -21,11 +21,11 @@ from ltx_core.model.video_vae.tiling import SpatialTilingConfig, TemporalTilingC
 from conftest import NestedStandIn
 from ltx2_mgpu.nodes import vae_decode as vae_decode_node
 from ltx2_mgpu.nodes.vae_decode import LTX2DistributedVAEDecode
-from ltx2_mgpu.workers import checkpoint
-from ltx2_mgpu.workers.manager import MGPUModel
+from ltx2_mgpu.workers.embedded.tiny_model import tiny_checkpoint_config
+from ltx2_mgpu.workers.engine.ltxcore import checkpoint
+from ltx2_mgpu.workers.group.manager import MGPUModel
+from ltx2_mgpu.workers.rank.vae_outputs import audio_output, image_shape
 from ltx2_mgpu.workers.strategies.vae_tiles import MAX_AUTO_TILE_CELLS, TilePlan, TileSettings, make_plan
-from ltx2_mgpu.workers.tiny_model import tiny_checkpoint_config
-from ltx2_mgpu.workers.vae_outputs import audio_output, image_shape
 
 TOLERANCE = 1e-5
 # 2 x 2 x 2 tiles on a [.., 4, 4, 6] latent: two causal temporal chunks, overlaps on every axis.

@@ -23,13 +23,13 @@ from ltx_core.model.video_vae import VideoEncoderConfigurator
 from conftest import assert_no_leaks
 from ltx2_mgpu.nodes import vae_encode as vae_encode_node
 from ltx2_mgpu.nodes.vae_encode import LTX2DistributedVAEEncode, crop_like_native
-from ltx2_mgpu.workers import checkpoint
-from ltx2_mgpu.workers.manager import MGPUModel, get_manager
-from ltx2_mgpu.workers.ops_vae_encode import latent_shape
+from ltx2_mgpu.workers.embedded.tiny_model import tiny_checkpoint_config
+from ltx2_mgpu.workers.engine.ltxcore import checkpoint
+from ltx2_mgpu.workers.group.manager import MGPUModel, get_manager
+from ltx2_mgpu.workers.rank.ops_vae_encode import latent_shape
 from ltx2_mgpu.workers.strategies.encoder_reach import EncoderReach, encoder_reach
 from ltx2_mgpu.workers.strategies.vae_encode import unsupported_reason
 from ltx2_mgpu.workers.strategies.vae_encode_plan import AUTO_CHUNK_PIXELS, HEIGHT, WIDTH, make_plan
-from ltx2_mgpu.workers.tiny_model import tiny_checkpoint_config
 
 TOLERANCE = 1e-4
 # LTX-2's video encoder (ComfyUI's VideoVAE version 2 default, the released 19B layout).

@@ -16,8 +16,8 @@ import pytest
 import torch
 
 from conftest import assert_no_leaks, worker_children
-from ltx2_mgpu.workers import errors
-from ltx2_mgpu.workers.client import output_slot
+from ltx2_mgpu.workers.group.client import output_slot
+from ltx2_mgpu.workers.wire import errors
 
 
 def expected_pattern(numel: int, seed: int) -> torch.Tensor:
@@ -49,7 +49,7 @@ def test_inputs_reach_every_rank_and_progress_is_reported(make_group):
 
 
 def test_kill_9_mid_job_names_the_rank_and_next_run_restarts(manager, tiny_path):
-    from ltx2_mgpu.workers.manager import MGPUModel
+    from ltx2_mgpu.workers.group.manager import MGPUModel
 
     model = MGPUModel.create(tiny_path, devices="cpu:2", dtype="float32")
     group = manager.acquire(model)
@@ -164,8 +164,8 @@ def test_workers_exit_when_the_ui_process_dies(tmp_path):
     script = textwrap.dedent(
         """
         import os, sys
-        from ltx2_mgpu.workers.client import WorkerGroup
-        from ltx2_mgpu.workers.launcher import parse_devices
+        from ltx2_mgpu.workers.group.client import WorkerGroup
+        from ltx2_mgpu.workers.group.launcher import parse_devices
         g = WorkerGroup(parse_devices("cpu:2")).start()
         print(os.getpid(), " ".join(map(str, g.pids)), flush=True)
         os.kill(os.getpid(), 9)
@@ -182,14 +182,14 @@ def test_workers_exit_when_the_ui_process_dies(tmp_path):
     alive = [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != "zombie"]
     assert alive == [], "workers outlived the UI process"
     # The dead UI process could not unlink its control block; the next group's start sweeps it.
-    from ltx2_mgpu.workers import shm
+    from ltx2_mgpu.workers.wire import shm
 
     shm.sweep_stale_segments()
     assert shm.list_segments(ui_pid) == []
 
 
 def test_bad_device_choices_say_what_to_change():
-    from ltx2_mgpu.workers.launcher import parse_devices
+    from ltx2_mgpu.workers.group.launcher import parse_devices
 
     with pytest.raises(ValueError, match="3 GPUs were asked for but 2 are visible"):
         parse_devices("3", available_gpus=2)

@@ -8,7 +8,7 @@ import torch
 
 from conftest import NestedStandIn, tiny_conditioning
 from ltx2_mgpu.nodes import NODE_CLASS_MAPPINGS
-from ltx2_mgpu.workers.reference import relative_error
+from ltx2_mgpu.workers.engine.ltxcore.reference import relative_error
 
 SIGMAS = torch.tensor([1.0, 0.9, 0.6, 0.0])
 

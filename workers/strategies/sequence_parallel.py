@@ -35,7 +35,7 @@ from ltx_core.model.transformer.modality import Modality
 from ltx_core.model.transformer.model import LTXModel
 
 from ...kernels import HeadExchange, even_split, head_split, offsets
-from ..model_forward import ForwardMode, comfyui_block_forward, run_transformer
+from ..engine.ltxcore.model_forward import ForwardMode, comfyui_block_forward, run_transformer
 
 # Exchange wait timeout while the ranks may still be compiling the blocks (first call of a shape).
 COMPILE_EXCHANGE_TIMEOUT_S = 900.0

@@ -39,7 +39,7 @@ from ltx_core.model.upsampler import LatentUpsamplerConfigurator
 from ltx_core.model.video_vae import VideoDecoderConfigurator, VideoEncoderConfigurator
 from safetensors.torch import save_file
 
-from .checkpoint import TEXT_PROJECTION_PREFIX, feature_extractor_resize_op
+from ..engine.ltxcore.checkpoint import TEXT_PROJECTION_PREFIX, feature_extractor_resize_op
 
 CHECKPOINT_FILE_NAME = "ltx2-tiny.safetensors"
 UPSCALER_FILE_NAME = "ltx2-tiny-spatial-upscaler-x2.safetensors"

@@ -18,7 +18,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from . import protocol
+from ..wire import protocol
 from .ops import OPS, Cancelled, InputRejected, load_all
 
 

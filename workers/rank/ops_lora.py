@@ -13,9 +13,9 @@ from dataclasses import dataclass
 
 import torch
 
-from .checkpoint import TRANSFORMER, embeddings_processor_spec
-from .engine import LoadedModel
-from .lora import FuseTarget, LoraFuser, SwitchReport
+from ..engine.ltxcore.checkpoint import TRANSFORMER, embeddings_processor_spec
+from ..engine.ltxcore.lora import FuseTarget, LoraFuser, SwitchReport
+from ..engine.ltxcore.model import LoadedModel
 from .ops import InputRejected, op
 
 STATE_KEY = "lora_fuser"

@@ -34,10 +34,10 @@ import torch
 import torch.nn.functional as F
 from safetensors import safe_open
 
-from .checkpoint import read_safetensors_header
+from ..embedded.tiny_gemma import make_tiny_gemma
+from ..engine.ltxcore.checkpoint import read_safetensors_header
+from ..engine.ltxcore.quantized import NVFP4, QuantizedLinear, QuantSpec, find_quantized, logical_shape
 from .gemma3 import GemmaConfig, GemmaSegment, default_sliding_layers
-from .quantized import NVFP4, QuantizedLinear, QuantSpec, find_quantized, logical_shape
-from .tiny_gemma import make_tiny_gemma
 
 __all__ = ["GemmaFiles", "feature_dtype", "load_segment", "make_tiny_gemma", "open_gemma", "text_features"]
 

@@ -29,8 +29,8 @@ from pathlib import Path
 import torch
 from safetensors.torch import save_file
 
-from .gemma3 import GemmaConfig, GemmaSegment, default_sliding_layers
-from .text_tokenizer import EMBEDDED_JSON_KEY, tokenizer_json_bytes
+from ..text.gemma3 import GemmaConfig, GemmaSegment, default_sliding_layers
+from ..text.text_tokenizer import EMBEDDED_JSON_KEY, tokenizer_json_bytes
 
 COMFYUI_FILE_NAME = "gemma3-tiny.safetensors"
 HF_FOLDER_NAME = "gemma3-tiny-hf"

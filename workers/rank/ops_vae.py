@@ -23,13 +23,14 @@ import time
 import torch
 import torch.distributed as dist
 
-from . import latents, shm_prefault
-from .checkpoint import load_audio_decoder, load_video_decoder, load_vocoder
-from .engine import LoadedModel
+from ..engine.ltxcore import latents
+from ..engine.ltxcore.checkpoint import load_audio_decoder, load_video_decoder, load_vocoder
+from ..engine.ltxcore.model import LoadedModel
+from ..strategies.vae_decode import TiledDecode
+from ..strategies.vae_tiles import TilePlan, TileSettings, make_plan
+from . import shm_prefault
 from .ops import InputRejected, op
 from .ops_sampling import loaded_model
-from .strategies.vae_decode import TiledDecode
-from .strategies.vae_tiles import TilePlan, TileSettings, make_plan
 from .vae_outputs import image_shape
 
 VIDEO_DECODER_KEY = "video_decoder"
@@ -229,7 +230,7 @@ def _check_audio(job, result: tuple[int, int, int], out: torch.Tensor, audio_ran
     if (channels, samples) != tuple(out.shape[1:]):
         raise RuntimeError(
             f"the vocoder made {channels} x {samples} samples but {out.shape[1]} x {out.shape[2]} were "
-            "allocated from the checkpoint's config (workers/vae_outputs.py); report this with the "
+            "allocated from the checkpoint's config (workers/rank/vae_outputs.py); report this with the "
             "checkpoint's 'audio_vae' and 'vocoder' config"
         )
     return rate

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import torch
 
-from ..kernels import make_head_exchange
-from .engine import DTYPES, LoadedModel
-from .fp8_linear import check_fp8_matmul
-from .model_forward import ForwardMode
+from ...kernels import make_head_exchange
+from ..engine.ltxcore.fp8_linear import check_fp8_matmul
+from ..engine.ltxcore.model import DTYPES, LoadedModel
+from ..engine.ltxcore.model_forward import ForwardMode
+from ..strategies.sequence_parallel import check_compilable
 from .ops import InputRejected, op
-from .strategies.sequence_parallel import check_compilable
 
 
 def _exchange(job):

@@ -23,21 +23,27 @@ import torch
 import torch.distributed as dist
 from ltx_core.model.transformer.modality import Modality
 
-from ..kernels import even_split
-from . import latents, sampling
-from .checkpoint import read_checkpoint_config
-from .conditioning import TextContext
-from .config import DEFAULT_MAX_VIDEO_TOKENS
-from .engine import AVDenoiser, Guidance, LoadedModel
-from .model_forward import run_transformer
+from ...kernels import even_split
+from ..engine.ltxcore import latents, sampling
+from ..engine.ltxcore.checkpoint import read_checkpoint_config
+from ..engine.ltxcore.conditioning import TextContext
+from ..engine.ltxcore.model import AVDenoiser, Guidance, LoadedModel
+from ..engine.ltxcore.model_forward import run_transformer
+from ..engine.ltxcore.tdp_upsample import spatial_upsampler, upsample_video, video_statistics
+from ..strategies import tiled
+from ..strategies.sequence_parallel import SequenceParallelModel, VideoSelfAttention, VideoToAudioAttention
+from ..strategies.tdp_preview import (
+    DEFAULT_PREVIEW_FRAMES,
+    OFF,
+    PreviewRegion,
+    RegionDenoiser,
+    preview_region,
+)
+from ..strategies.tdp_preview import audio_frames as preview_audio_frames
+from ..wire.config import DEFAULT_MAX_VIDEO_TOKENS
 from .ops import InputRejected, op
 from .ops_sampling import loaded_model, text_context
 from .preview import step_callbacks
-from .strategies import tiled
-from .strategies.sequence_parallel import SequenceParallelModel, VideoSelfAttention, VideoToAudioAttention
-from .tdp_preview import DEFAULT_PREVIEW_FRAMES, OFF, PreviewRegion, RegionDenoiser, preview_region
-from .tdp_preview import audio_frames as preview_audio_frames
-from .tdp_upsample import spatial_upsampler, upsample_video, video_statistics
 
 # From this first sigma on, every tile starts from pure noise and invents its own content.
 PURE_NOISE_SIGMA = 1.0

@@ -27,8 +27,8 @@ from dataclasses import dataclass
 
 import torch
 
-from . import sampling
-from .strategies.tiled import Tile, TileGrid
+from ..engine.ltxcore import sampling
+from .tiled import Tile, TileGrid
 
 OFF = "off"
 CENTRE_TILE = "centre tile"

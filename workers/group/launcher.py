@@ -10,9 +10,9 @@ from pathlib import Path
 
 import torch
 
-from .entry import BOOTSTRAP
+from ..rank.entry import BOOTSTRAP
 
-PACK_ROOT = Path(__file__).resolve().parent.parent
+PACK_ROOT = Path(__file__).resolve().parents[2]
 CPU_WORKERS_ENV = "LTX2_MGPU_CPU_WORKERS"
 
 # Allocator settings a host application may carry (ComfyUI can select cudaMallocAsync): memory

@@ -29,9 +29,9 @@ from typing import Any
 
 import torch
 
-from . import protocol, shm
-from .config import ERROR_GRACE_S, HEARTBEAT_TIMEOUT_S, POLL_INTERVAL_S, START_TIMEOUT_S, STOP_GRACE_S
-from .errors import (
+from ..wire import protocol, shm
+from ..wire.config import ERROR_GRACE_S, HEARTBEAT_TIMEOUT_S, POLL_INTERVAL_S, START_TIMEOUT_S, STOP_GRACE_S
+from ..wire.errors import (
     GroupOutOfStep,
     GroupStartError,
     JobCancelled,

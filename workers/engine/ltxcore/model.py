@@ -12,6 +12,7 @@ from pathlib import Path
 import torch
 from ltx_core.model.transformer.modality import Modality
 
+from ...strategies.sequence_parallel import SequenceParallelModel
 from . import latents
 from .checkpoint import (
     ModelDescription,
@@ -24,7 +25,6 @@ from .checkpoint import (
 from .conditioning import TextContext
 from .fp8_linear import Fp8Selection, quantize_linears
 from .model_forward import ForwardMode, apply_mode_to_modules
-from .strategies.sequence_parallel import SequenceParallelModel
 
 DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
 

@@ -28,10 +28,10 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from .gemma3 import COMPUTE_DTYPE, GemmaSegment, SequenceContext
+from ..text.gemma3 import COMPUTE_DTYPE, GemmaSegment, SequenceContext
+from ..text.text_encoder import GemmaFiles, feature_dtype, load_segment, open_gemma, text_features
+from ..text.text_tokenizer import PAD_ID, padded_length
 from .ops import InputRejected, op
-from .text_encoder import GemmaFiles, feature_dtype, load_segment, open_gemma, text_features
-from .text_tokenizer import PAD_ID, padded_length
 
 PLACEMENTS = ("auto", "layers", "replicas")
 STATE_KEY = "text_encoder"

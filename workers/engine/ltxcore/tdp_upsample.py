@@ -11,9 +11,9 @@ from ltx_core.model.video_vae.ops import PerChannelStatistics
 from safetensors import safe_open
 
 from .checkpoint import load_upsampler, read_safetensors_header
-from .engine import LoadedModel
+from .model import LoadedModel
 
-# Where the VAE's per-channel statistics sit in a full LTX-2 checkpoint (workers/checkpoint.py).
+# Where the VAE's per-channel statistics sit in a full LTX-2 checkpoint (workers/engine/ltxcore/checkpoint.py).
 STATISTICS_PREFIX = "vae.per_channel_statistics."
 _STATISTICS_KEY = "video_statistics"
 _UPSAMPLER_KEY = "spatial_upsampler:"  # + file path: one upsampler cached per rank at a time

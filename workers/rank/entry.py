@@ -16,8 +16,8 @@ import time
 from multiprocessing.connection import Client
 from pathlib import Path
 
-from . import protocol
-from .config import HEARTBEAT_INTERVAL_S
+from ..wire import protocol
+from ..wire.config import HEARTBEAT_INTERVAL_S
 
 BOOTSTRAP = (
     "import sys, importlib.util as u\n"
@@ -25,7 +25,7 @@ BOOTSTRAP = (
     "if 'ltx2_mgpu' not in sys.modules:\n"
     "    spec = u.spec_from_file_location('ltx2_mgpu', root + '/__init__.py', submodule_search_locations=[root])\n"
     "    sys.modules['ltx2_mgpu'] = u.module_from_spec(spec)\n"
-    "from ltx2_mgpu.workers.entry import main\n"
+    "from ltx2_mgpu.workers.rank.entry import main\n"
     "main()\n"
 )
 

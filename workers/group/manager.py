@@ -14,16 +14,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from ..engine.ltxcore.checkpoint import describe_checkpoint
+from ..engine.ltxcore.fp8_linear import check_fp8_matmul
+from ..engine.ltxcore.lora import LORA_FREE_OPS, LoraSpec, active_loras
+from ..engine.ltxcore.model import DTYPES
+from ..engine.ltxcore.model_forward import ForwardMode
+from ..strategies.sequence_parallel import check_compilable
+from ..wire.config import DEFAULT_MAX_VIDEO_TOKENS
+from ..wire.errors import JobInputError, WorkerGroupError
 from . import client
-from .checkpoint import describe_checkpoint
-from .config import DEFAULT_MAX_VIDEO_TOKENS
-from .engine import DTYPES
-from .errors import JobInputError, WorkerGroupError
-from .fp8_linear import check_fp8_matmul
 from .launcher import Placement, parse_devices
-from .lora import LORA_FREE_OPS, LoraSpec, active_loras
-from .model_forward import ForwardMode
-from .strategies.sequence_parallel import check_compilable
 
 
 @dataclass(frozen=True)
@@ -37,7 +37,7 @@ class MGPUModel:
     loras: tuple[tuple[str, float], ...] = field(default=())
     mode: str = "comfyui"  # "comfyui": match native ComfyUI; "reference": Lightricks' ltx-core forward
     compile_blocks: bool = False  # torch.compile the transformer blocks (docs/PERFORMANCE.md)
-    fp8_matmul: bool = False  # block Linears in fp8, fp8 matmuls (workers/fp8_linear.py)
+    fp8_matmul: bool = False  # block Linears in fp8, fp8 matmuls (workers/engine/ltxcore/fp8_linear.py)
 
     @property
     def placement(self) -> Placement:
@@ -83,7 +83,7 @@ class GroupManager:
         """A running group with `model` loaded. Starts or restarts the group as needed.
 
         The base (checkpoint, dtype, mode, devices) loads once; `model.loras` are then fused in place
-        (`with_loras`), so another LoRA set never reloads the base (workers/lora.py).
+        (`with_loras`), so another LoRA set never reloads the base (workers/engine/ltxcore/lora.py).
         """
         with self._lock:
             base = replace(model, loras=())

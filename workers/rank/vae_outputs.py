@@ -15,7 +15,7 @@ from typing import Any
 
 from ltx_core.model.audio_vae.audio_vae import LATENT_DOWNSAMPLE_FACTOR
 
-from .strategies.vae_tiles import FRAMES_PER_CELL, PIXELS_PER_CELL
+from ..strategies.vae_tiles import FRAMES_PER_CELL, PIXELS_PER_CELL
 
 # ltx-core's Vocoder: conv_pre and conv_post are kernel 7 with padding 3 (length kept); each upsample
 # is ConvTranspose1d(kernel k, stride s, padding (k - s) // 2). Defaults when the config omits them

@@ -26,7 +26,7 @@ import os
 
 import torch
 
-from .shm import _NAME_RE, SHM_DIR
+from ..wire.shm import _NAME_RE, SHM_DIR
 
 PAGE_BYTES = mmap.PAGESIZE
 # include/uapi/asm-generic/mman-common.h (Linux 5.14); older kernels answer EINVAL.

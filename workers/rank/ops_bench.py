@@ -14,16 +14,16 @@ from pathlib import Path
 import torch
 from ltx_core.model.transformer.model_configurator import LTXModelConfigurator
 
-from . import latents
-from .checkpoint import describe_config
-from .conditioning import context_from_processed
-from .engine import DTYPES, AVDenoiser, Guidance, LoadedModel
-from .fp8_linear import Fp8Linear, Fp8Selection, matmul_path, quantize_linears
-from .model_forward import ForwardMode, apply_mode_to_modules
+from ..embedded.tiny_model import tiny_checkpoint_config
+from ..engine.ltxcore import latents
+from ..engine.ltxcore.checkpoint import describe_config
+from ..engine.ltxcore.conditioning import context_from_processed
+from ..engine.ltxcore.fp8_linear import Fp8Linear, Fp8Selection, matmul_path, quantize_linears
+from ..engine.ltxcore.model import DTYPES, AVDenoiser, Guidance, LoadedModel
+from ..engine.ltxcore.model_forward import ForwardMode, apply_mode_to_modules
+from ..strategies.sequence_parallel import SequenceParallelModel
 from .ops import InputRejected, op
 from .ops_model import _exchange
-from .strategies.sequence_parallel import SequenceParallelModel
-from .tiny_model import tiny_checkpoint_config
 
 # The transformer section of the released ltx-2-19b-dev metadata (docs/COMFYUI_LTX2_PARITY.md, section 1).
 LTX2_19B_TRANSFORMER = {

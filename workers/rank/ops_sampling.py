@@ -9,9 +9,14 @@ from __future__ import annotations
 
 import torch
 
-from . import latents, sampling
-from .conditioning import TextContext, check_conditioning_width, context_from_features, context_from_processed
-from .engine import AVDenoiser, Guidance, LoadedModel
+from ..engine.ltxcore import latents, sampling
+from ..engine.ltxcore.conditioning import (
+    TextContext,
+    check_conditioning_width,
+    context_from_features,
+    context_from_processed,
+)
+from ..engine.ltxcore.model import AVDenoiser, Guidance, LoadedModel
 from .ops import InputRejected, op
 from .preview import step_callbacks
 

@@ -9,7 +9,7 @@ import torch
 
 from . import latents, sampling
 from .conditioning import context_from_features
-from .engine import AVDenoiser, Guidance, LoadedModel
+from .model import AVDenoiser, Guidance, LoadedModel
 from .model_forward import ForwardMode
 
 CPU = torch.device("cpu")

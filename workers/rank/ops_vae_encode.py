@@ -20,14 +20,14 @@ import time
 import torch
 import torch.distributed as dist
 
-from .checkpoint import load_video_encoder
-from .engine import LoadedModel
+from ..engine.ltxcore.checkpoint import load_video_encoder
+from ..engine.ltxcore.model import LoadedModel
+from ..strategies.vae_encode import HaloExchange, SlabEncoder, unsupported_reason
+from ..strategies.vae_encode_plan import EncodePlan, make_plan
+from ..strategies.vae_tiles import FRAMES_PER_CELL, PIXELS_PER_CELL
 from .ops import InputRejected, op
 from .ops_sampling import loaded_model
 from .ops_vae import PeakMemory, agree_on_error
-from .strategies.vae_encode import HaloExchange, SlabEncoder, unsupported_reason
-from .strategies.vae_encode_plan import EncodePlan, make_plan
-from .strategies.vae_tiles import FRAMES_PER_CELL, PIXELS_PER_CELL
 
 VIDEO_ENCODER_KEY = "video_encoder"
 LATENT_CHANNELS = 128
