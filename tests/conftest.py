@@ -20,6 +20,13 @@ from ltx2_mgpu.workers.group.manager import get_manager
 from ltx2_mgpu.workers.wire import shm
 
 
+# The ComfyUI the comfyui-marked tests run against: COMFYUI_PATH, else a checkout beside this one
+# (where CI lays the pinned ComfyUI 0.33). Set before collection so every test sees the same root.
+SIBLING_COMFYUI = Path(__file__).resolve().parents[2] / "shared" / "comfyui"
+if not os.environ.get("COMFYUI_PATH") and (SIBLING_COMFYUI / "main.py").is_file():
+    os.environ["COMFYUI_PATH"] = str(SIBLING_COMFYUI)
+
+
 def pytest_collection_modifyitems(config, items):
     has_gpu = torch.cuda.is_available()
     gpus = torch.cuda.device_count()
