@@ -19,7 +19,6 @@ from ltx2_mgpu.workers.group.launcher import parse_devices
 from ltx2_mgpu.workers.group.manager import get_manager
 from ltx2_mgpu.workers.wire import shm
 
-
 # The ComfyUI the comfyui-marked tests run against: COMFYUI_PATH, else a checkout beside this one
 # (where CI lays the pinned ComfyUI 0.33). Set before collection so every test sees the same root.
 SIBLING_COMFYUI = Path(__file__).resolve().parents[2] / "shared" / "comfyui"
