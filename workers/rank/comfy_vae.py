@@ -71,9 +71,7 @@ def _validate_decode(args: dict, vae) -> str:
         check_decodable(tuple(video.shape), padding_mode(vae.first_stage_model.decoder))
     except ValueError as exc:
         raise InputRejected(str(exc)) from exc
-    reason = (
-        unsupported_reason(vae.first_stage_model.decoder) if mode == EXACT else check_tiled(vae)
-    )
+    reason = unsupported_reason(vae.first_stage_model.decoder) if mode == EXACT else check_tiled(vae)
     if reason is not None:
         other = TILED if mode == EXACT else EXACT
         raise InputRejected(

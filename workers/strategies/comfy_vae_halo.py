@@ -85,7 +85,9 @@ def unsupported_reason(root: nn.Module) -> str | None:
             if reason is not None:
                 return reason
         elif isinstance(module, nn.Conv3d):
-            if name.endswith(".conv") and isinstance(root.get_submodule(name.rsplit(".", 1)[0]), CausalConv3d):
+            if name.endswith(".conv") and isinstance(
+                root.get_submodule(name.rsplit(".", 1)[0]), CausalConv3d
+            ):
                 continue
             if tuple(module.kernel_size) != (1, 1, 1):
                 return f"{name} is a {tuple(module.kernel_size)} convolution outside a CausalConv3d"
