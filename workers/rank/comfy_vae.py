@@ -28,7 +28,7 @@ from ..strategies.comfy_vae_encode import SlabEncoder
 from ..strategies.comfy_vae_halo import unsupported_reason
 from ..strategies.comfy_vae_tiled import check_tiled, decode_tiled, tiled_decode_args
 from ..strategies.decode_limits import check_decodable
-from ..strategies.vae_decode import to_image
+from ..strategies.vae_decode import STAGING_BYTES, copy_through, to_image
 from ..strategies.vae_encode import HaloExchange
 from ..strategies.vae_encode_plan import split_evenly
 from .ops import InputRejected
@@ -90,12 +90,20 @@ def _decode_exact(job, vae, video: torch.Tensor, image5: torch.Tensor) -> dict:
         box = [slice(None)] * 5
         box[plan.axis_dim - 1] = plan.pixel_slab(job.rank)  # [B, frames, H, W, 3]: the slab axis less 1
 
+        staging = None  # pinned, reused for every device-to-host write (see vae_decode.STAGING_BYTES)
+
         def write(first: int, pixels: torch.Tensor) -> None:
-            nonlocal write_s
+            nonlocal write_s, staging
             start = time.perf_counter()
-            values = to_image(pixels).permute(0, 2, 3, 4, 1).to(CPU)
+            values = to_image(pixels).permute(0, 2, 3, 4, 1)
             box[1] = slice(first, first + values.shape[1])
-            image5[tuple(box)].copy_(values)
+            if values.device.type == "cpu":
+                image5[tuple(box)].copy_(values)
+            else:
+                numel = max(STAGING_BYTES // values.element_size(), values[0, 0].numel())
+                if staging is None or staging.numel() < numel:
+                    staging = torch.empty(numel, dtype=values.dtype, pin_memory=True)
+                copy_through(image5[tuple(box)], values.contiguous(), staging)
             write_s += time.perf_counter() - start
 
         exchange = HaloExchange(plan, job.rank, comm_on_device=rt.backend == "nccl")
