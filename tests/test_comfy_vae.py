@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -71,17 +72,26 @@ def make_cases(checkpoint: Path, folder: Path) -> None:
         folder_paths.add_model_folder_path("checkpoints", str(checkpoint.parent))
         _model, _clip, vae = nodes.CheckpointLoaderSimple().load_checkpoint(checkpoint.name)
         (audio_vae,) = nodes_lt_audio.LTXVAudioVAELoader.execute(checkpoint.name)
-        native = {}
+        native, seconds = {}, {}
+
+        def timed(name: str, fn):
+            start = time.perf_counter()
+            native[name] = fn()
+            seconds[name] = round(time.perf_counter() - start, 3)
+
         for name in DECODE_CASES:
-            native[f"{name}_exact"] = nodes.VAEDecode().decode(vae, {"samples": inputs[name]})[0]
-        tiled = nodes.VAEDecodeTiled().decode(
+            timed(f"{name}_exact", lambda n=name: nodes.VAEDecode().decode(vae, {"samples": inputs[n]})[0])
+        timed("wide_tiled", lambda: nodes.VAEDecodeTiled().decode(
             vae, {"samples": inputs["wide"]}, TILES["tile_px"], TILES["overlap_px"],
             TILES["temporal_frames"], TILES["temporal_overlap_frames"],
-        )  # fmt: skip
-        native["wide_tiled"] = tiled[0]
-        audio = nodes_lt_audio.LTXVAudioVAEDecode.execute({"samples": inputs["audio"]}, audio_vae)[0]
-        native["audio"], native["sample_rate"] = audio["waveform"], audio["sample_rate"]
-        native["encode"] = nodes.VAEEncode().encode(vae, inputs["pixels"])[0]["samples"]
+        )[0])  # fmt: skip
+        timed(
+            "audio",
+            lambda: nodes_lt_audio.LTXVAudioVAEDecode.execute({"samples": inputs["audio"]}, audio_vae)[0],
+        )
+        native["audio"], native["sample_rate"] = native["audio"]["waveform"], native["audio"]["sample_rate"]
+        timed("encode", lambda: nodes.VAEEncode().encode(vae, inputs["pixels"])[0]["samples"])
+        native["seconds"] = seconds
     torch.save({"inputs": inputs, "native": native, "checkpoint": str(checkpoint)}, folder / "cases.pt")
 
 
@@ -178,4 +188,4 @@ def test_comfy_backend_decode_and_encode_equal_native(cases, tmp_path, world_siz
     for r in results:  # refused alike on every rank, naming the smallest size that decodes
         assert "[B, 128, F, 2, 2]" in r["tiny_cell"], r["tiny_cell"]
     timings = {name: max(r[name]["total_s"] for r in results) for name in results[0] if name != "tiny_cell"}
-    print(f"\n{world_size} rank(s): max abs errors {report}; seconds {timings}")
+    print(f"\n{world_size} rank(s): max abs errors {report}; seconds {timings}; native {native['seconds']}")

@@ -23,7 +23,7 @@ import torch.distributed as dist
 from ..engine.comfy.audio_vae import decode_audio, load_audio_vae
 from ..engine.comfy.model import ComfyModel
 from ..engine.ltxcore import latents
-from ..strategies.comfy_vae_decode import SlabDecoder, decode_plan, padding_mode
+from ..strategies.comfy_vae_decode import SlabDecoder, decode_plan, describe_slabs, padding_mode
 from ..strategies.comfy_vae_encode import SlabEncoder
 from ..strategies.comfy_vae_halo import unsupported_reason
 from ..strategies.comfy_vae_tiled import check_tiled, decode_tiled, tiled_decode_args
@@ -113,7 +113,7 @@ def _decode_exact(job, vae, video: torch.Tensor, image5: torch.Tensor) -> dict:
     else:
         exchange_s, sent = 0.0, 0
     return {
-        "plan": plan.describe().replace("chunk(s)", "pass(es)"),
+        "plan": describe_slabs(plan),
         "exchange_s": round(exchange_s, 6),
         "write_s": round(write_s, 6),
         "bytes_sent": sent,
@@ -231,7 +231,7 @@ def vae_encode_comfy(job, model: ComfyModel, args: dict) -> dict:
     job.check_cancel()
     return {
         "backend": "comfy",
-        "plan": plan.describe().split(", ")[0],
+        "plan": describe_slabs(plan),
         "slab": list(plan.slabs[job.rank]) if plan.is_active(job.rank) else None,
         "total_s": round(time.perf_counter() - start, 6),
         "exchange_s": round(exchange_s, 6),

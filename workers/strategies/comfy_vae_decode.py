@@ -47,6 +47,13 @@ def decode_plan(latent_fhw: tuple[int, int, int], world_size: int, padding_mode:
     return EncodePlan(latent_fhw, world_size, axis, split_evenly(cells, count), ((0, frames),))
 
 
+def describe_slabs(plan: EncodePlan) -> str:
+    """For results and the console: how the frame was cut."""
+    sizes = "/".join(str(size) for size in sorted({b - a for a, b in plan.slabs}))
+    rows = "rows" if plan.axis == HEIGHT else "columns"
+    return f"{plan.active_ranks} band(s) of {sizes} latent {rows} on {plan.world_size} rank(s)"
+
+
 def padding_mode(decoder: torch.nn.Module) -> str:
     return decoder.conv_in.conv.padding_mode
 
