@@ -3,6 +3,7 @@ and the shared-memory hand-back of the decoded frames against a plain memcpy of 
 
     python bench/bench_vae.py --out vae_cpu.json                      # tiny model, CPU ranks 1 2 3
     python bench/bench_vae.py --gpu --out vae_gpu.json                # LTX-2's VAE at 1024x1536x121, GPUs
+    COMFYUI_PATH=... python bench/bench_vae.py --comfy --out vae_comfy.json  # comfy backend vs VAEDecode, 1 GPU
 
 Each case starts a worker group (one process per rank), decodes once to load the decoder (not
 timed), then `--repeats` times through the same command the node runs ("vae_decode", auto tiles
@@ -233,6 +234,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", required=True, type=Path, help="JSON file to write")
     parser.add_argument("--gpu", action="store_true", help="LTX-2's VAE at 1024x1536x121 on the GPUs (bf16)")
     parser.add_argument(
+        "--comfy",
+        action="store_true",
+        help="comfy backend's exact decode vs ComfyUI's VAEDecode, 1 GPU (bench/bench_vae_comfy.py)",
+    )
+    parser.add_argument(
         "--real-vae", action="store_true", help="LTX-2's VAE on CPU ranks (float32; small --latent)"
     )
     parser.add_argument(
@@ -253,6 +259,16 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     settings = TileSettings(tile_px=args.tile_size, temporal_frames=args.temporal_size)
     workdir = Path(tempfile.mkdtemp(prefix="bench_vae_"))
+    if args.comfy:
+        if not torch.cuda.is_available() or not os.environ.get("COMFYUI_PATH"):
+            parser.error("--comfy needs a CUDA GPU and COMFYUI_PATH (a ComfyUI with LTX-2)")
+        from bench_vae_comfy import run as run_comfy
+
+        report = run_comfy(real_vae_checkpoint(workdir), tuple(args.latent or REAL_LATENT), args.repeats)
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(report, indent=2))
+        print(json.dumps(report, indent=2))
+        return 0
     if args.gpu:
         if not torch.cuda.is_available():
             parser.error("--gpu needs CUDA GPUs")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import logging
 import math
 import os
 
@@ -13,6 +14,7 @@ from ..workers.engine.ltxcore.latents import check_audio_latent, check_video_lat
 from ..workers.group.client import output_slot
 from ..workers.group.manager import MGPUModel
 from ..workers.rank.vae_outputs import audio_output, image_shape
+from ..workers.strategies.decode_limits import check_decodable
 from ..workers.strategies.vae_tiles import (
     AUTO,
     DEFAULT_OVERLAP_PX,
@@ -28,8 +30,12 @@ from .convert import split_latent
 from .jobs import run_job
 from .loader import CATEGORY
 
+log = logging.getLogger(__name__)
 MAX_TILE_PX = 4096
 MAX_TEMPORAL_FRAMES = 4096
+# "exact": VAEDecode's frames (the frame split in slabs, edge rows swapped between GPUs); "tiled":
+# VAEDecodeTiled's frames for the four tile settings. Names as the rank reads them (workers/rank/comfy_vae.py).
+DECODE_MODES = ("exact", "tiled")
 
 
 def _int_input(default: int, step: int, maximum: int, tooltip: str) -> tuple:
@@ -93,6 +99,18 @@ class LTX2DistributedVAEDecode:
                     "Frames shared by neighbouring chunks.",
                 ),
             },
+            "optional": {
+                "mode": (
+                    list(DECODE_MODES),
+                    {
+                        "default": DECODE_MODES[0],
+                        "tooltip": "exact: the frames VAEDecode gives (each GPU decodes a band of rows and "
+                        "swaps edge rows with its neighbours; the tile settings are not used). tiled: the "
+                        "frames VAEDecodeTiled gives with these tile settings (0 = its defaults, 512 px "
+                        "and 64 frames). With the ltx-core backend both decode ltx-core's tiles.",
+                    },
+                ),
+            },
             "hidden": {"unique_id": "UNIQUE_ID"},
         }
 
@@ -104,6 +122,7 @@ class LTX2DistributedVAEDecode:
         overlap: int = DEFAULT_OVERLAP_PX,
         temporal_size: int = AUTO,
         temporal_overlap: int = DEFAULT_TEMPORAL_OVERLAP_FRAMES,
+        mode: str = DECODE_MODES[0],
         unique_id=None,
     ):
         samples = latent.get("samples") if isinstance(latent, dict) else None
@@ -114,6 +133,9 @@ class LTX2DistributedVAEDecode:
             )
         parts = split_latent(latent)
         check_video_latent(parts.video)
+        check_decodable(tuple(parts.video.shape))
+        if mode not in DECODE_MODES:
+            raise ValueError(f"mode {mode!r} is not one of {', '.join(DECODE_MODES)}")
         if parts.audio is not None:
             check_audio_latent(parts.audio)
         settings = TileSettings(tile_size, overlap, temporal_size, temporal_overlap)
@@ -131,6 +153,7 @@ class LTX2DistributedVAEDecode:
             "video": parts.video.float().contiguous(),
             "audio": None if parts.audio is None else parts.audio.float().contiguous(),
             "tiles": dataclasses.asdict(settings),
+            "mode": mode,
             "out_image": out_image,
             "out_audio": out_audio,
         }
@@ -140,6 +163,14 @@ class LTX2DistributedVAEDecode:
             for slot in (out_image, out_audio):
                 if slot is not None:
                     shm.unlink(slot.spec.name)
+        first = results[0]
+        log.info(
+            "Distributed VAE Decode: %s decode on the %s backend (%s), %.2f s",
+            first.get("mode", "tiled"),
+            first.get("backend", "ltxcore"),
+            first.get("plan", ""),
+            max(r.get("total_s", 0.0) for r in results),
+        )
         audio = None
         if out_audio is not None:
             audio = {"waveform": out_audio.tensor, "sample_rate": int(results[-1]["sample_rate"])}

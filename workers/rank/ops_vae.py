@@ -23,9 +23,11 @@ import time
 import torch
 import torch.distributed as dist
 
+from ..engine.comfy.model import ComfyModel
 from ..engine.ltxcore import latents
 from ..engine.ltxcore.checkpoint import load_audio_decoder, load_video_decoder, load_vocoder
 from ..engine.ltxcore.model import LoadedModel
+from ..strategies.decode_limits import check_decodable
 from ..strategies.vae_decode import TiledDecode
 from ..strategies.vae_tiles import TilePlan, TileSettings, make_plan
 from . import shm_prefault
@@ -62,6 +64,7 @@ def validate(args: dict, world_size: int) -> TilePlan:
     video, audio = args["video"], args.get("audio")
     try:
         latents.check_video_latent(video)
+        check_decodable(tuple(video.shape))
         if audio is not None:
             latents.check_audio_latent(audio)
             if audio.shape[0] != video.shape[0]:
@@ -166,6 +169,10 @@ def _decode_audio(
 def vae_decode(job, args: dict) -> dict:
     rt = job.runtime
     model = loaded_model(job)
+    if isinstance(model, ComfyModel):
+        from .comfy_vae import vae_decode_comfy  # imports ComfyUI's VAE code: only on the comfy backend
+
+        return vae_decode_comfy(job, model, args)
     plan = validate(args, job.world_size)
     try:
         prefault = shm_prefault.prefault_setting(args.get("prefault"))
@@ -210,6 +217,8 @@ def vae_decode(job, args: dict) -> dict:
     total_s = time.perf_counter() - start
     sample_rate = _check_audio(job, audio_result, out_audio, audio_rank) if audio is not None else None
     return {
+        "backend": "ltxcore",
+        "mode": "tiled",  # ltx-core's tiles (NOTE [vae tiles]); the exact mode runs on the comfy backend
         "plan": plan.describe(),
         "num_tiles": plan.num_tiles,
         "total_s": round(total_s, 6),

@@ -20,6 +20,7 @@ import time
 import torch
 import torch.distributed as dist
 
+from ..engine.comfy.model import ComfyModel
 from ..engine.ltxcore.checkpoint import load_video_encoder
 from ..engine.ltxcore.model import LoadedModel
 from ..strategies.vae_encode import HaloExchange, SlabEncoder, unsupported_reason
@@ -99,6 +100,10 @@ def slab_input(
 def vae_encode(job, args: dict) -> dict:
     rt = job.runtime
     model = loaded_model(job)
+    if isinstance(model, ComfyModel):
+        from .comfy_vae import vae_encode_comfy  # imports ComfyUI's VAE code: only on the comfy backend
+
+        return vae_encode_comfy(job, model, args)
     plan = validate(args, job.world_size)
     memory = PeakMemory(rt.device)
     error = None

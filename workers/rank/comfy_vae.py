@@ -1,0 +1,240 @@
+"""The "vae_decode" and "vae_encode" commands on the comfy backend: ComfyUI's own VAE objects in the ranks.
+
+ops_vae.py and ops_vae_encode.py hand their job here when the loaded model is a ComfyModel (the args
+are theirs; see their docstrings). Imported lazily: it imports ComfyUI's VAE modules, which exist in a
+rank only after bootstrap.import_comfyui.
+
+Decode modes ("mode" in the args):
+- "exact" (default): VAEDecode's frames. The frame is cut into slabs and each rank decodes its rows,
+  swapping edge rows with its neighbours at every convolution (strategies/comfy_vae_decode.py).
+- "tiled": VAEDecodeTiled's frames for the node's four tile settings (strategies/comfy_vae_tiled.py).
+Audio: the last rank decodes it with ComfyUI's audio VAE, as LTXVAudioVAEDecode does
+(engine/comfy/audio_vae.py), kept in the model's `extras`.
+Encode: VAEEncode's latent, in slabs with edge rows swapped (strategies/comfy_vae_encode.py).
+"""
+
+from __future__ import annotations
+
+import time
+
+import torch
+import torch.distributed as dist
+
+from ..engine.comfy.audio_vae import decode_audio, load_audio_vae
+from ..engine.comfy.model import ComfyModel
+from ..engine.ltxcore import latents
+from ..strategies.comfy_vae_decode import SlabDecoder, decode_plan, describe_slabs, padding_mode
+from ..strategies.comfy_vae_encode import SlabEncoder
+from ..strategies.comfy_vae_halo import unsupported_reason
+from ..strategies.comfy_vae_tiled import check_tiled, decode_tiled, tiled_decode_args
+from ..strategies.decode_limits import check_decodable
+from ..strategies.vae_decode import STAGING_BYTES, copy_through, to_image
+from ..strategies.vae_encode import HaloExchange
+from ..strategies.vae_encode_plan import split_evenly
+from .ops import InputRejected
+from .ops_vae import PeakMemory, agree_on_error
+from .ops_vae_encode import latent_box, slab_input
+from .ops_vae_encode import validate as validate_encode
+
+EXACT, TILED = "exact", "tiled"
+DECODE_MODES = (EXACT, TILED)
+AUDIO_VAE_KEY = "comfy_audio_vae"
+CPU = torch.device("cpu")
+
+
+def _checkpoint_vae(model: ComfyModel, what: str):
+    if model.vae is None:
+        raise InputRejected(
+            f"{model.path} holds no video VAE that ComfyUI recognises; the Distributed VAE {what} needs a "
+            "checkpoint with its VAE (load the single-file checkpoint in MGPU Loader)"
+        )
+    return model.vae
+
+
+def _validate_decode(args: dict, vae) -> str:
+    """Everything a user can get wrong, alike on every rank, before any work. Returns the mode."""
+    video, audio, mode = args["video"], args.get("audio"), args.get("mode", EXACT)
+    if mode not in DECODE_MODES:
+        raise InputRejected(f"decode mode {mode!r} is not one of {', '.join(DECODE_MODES)}")
+    try:
+        latents.check_video_latent(video)
+        if audio is not None:
+            latents.check_audio_latent(audio)
+            if audio.shape[0] != video.shape[0]:
+                raise ValueError(
+                    f"the audio latent has batch {audio.shape[0]} but the video latent {video.shape[0]}; "
+                    "decode latents that were made together (LTXVConcatAVLatent)"
+                )
+        for name, tensor in (("video", video), ("audio", audio)):
+            if tensor is not None and not torch.isfinite(tensor).all():
+                raise ValueError(f"the {name} latent holds NaN or infinite values; re-create it upstream")
+        check_decodable(tuple(video.shape), padding_mode(vae.first_stage_model.decoder))
+    except ValueError as exc:
+        raise InputRejected(str(exc)) from exc
+    reason = unsupported_reason(vae.first_stage_model.decoder) if mode == EXACT else check_tiled(vae)
+    if reason is not None:
+        other = TILED if mode == EXACT else EXACT
+        raise InputRejected(
+            f"the {mode} decode cannot run this checkpoint's VAE over the group: {reason}. Set mode to {other}"
+        )
+    return mode
+
+
+def _decode_exact(job, vae, video: torch.Tensor, image5: torch.Tensor) -> dict:
+    rt = job.runtime
+    plan = decode_plan(tuple(video.shape[2:]), job.world_size, padding_mode(vae.first_stage_model.decoder))
+    if plan.active_ranks > 1:
+        dist.barrier()  # point-to-point exchanges must not be the group's first collective (NCCL)
+    write_s = 0.0
+    if plan.is_active(job.rank):
+        box = [slice(None)] * 5
+        box[plan.axis_dim - 1] = plan.pixel_slab(job.rank)  # [B, frames, H, W, 3]: the slab axis less 1
+
+        staging = None  # pinned, reused for every device-to-host write (see vae_decode.STAGING_BYTES)
+
+        def write(first: int, pixels: torch.Tensor) -> None:
+            nonlocal write_s, staging
+            start = time.perf_counter()
+            values = to_image(pixels).permute(0, 2, 3, 4, 1)
+            box[1] = slice(first, first + values.shape[1])
+            if values.device.type == "cpu":
+                image5[tuple(box)].copy_(values)
+            else:
+                numel = max(STAGING_BYTES // values.element_size(), values[0, 0].numel())
+                if staging is None or staging.numel() < numel:
+                    staging = torch.empty(numel, dtype=values.dtype, pin_memory=True)
+                copy_through(image5[tuple(box)], values.contiguous(), staging)
+            write_s += time.perf_counter() - start
+
+        exchange = HaloExchange(plan, job.rank, comm_on_device=rt.backend == "nccl")
+        decoder = SlabDecoder(vae, plan, job.rank, exchange)
+        decoder.run(video, write)
+        exchange_s, sent = exchange.seconds, exchange.bytes_sent
+    else:
+        exchange_s, sent = 0.0, 0
+    return {
+        "plan": describe_slabs(plan),
+        "exchange_s": round(exchange_s, 6),
+        "write_s": round(write_s, 6),
+        "bytes_sent": sent,
+    }
+
+
+def _decode_tiled(job, vae, video: torch.Tensor, image5: torch.Tensor, tiles: dict) -> dict:
+    rt = job.runtime
+    args = tiled_decode_args(
+        vae, tiles["tile_px"], tiles["overlap_px"], tiles["temporal_frames"], tiles["temporal_overlap_frames"]
+    )
+    output_device = rt.device if rt.backend == "nccl" else CPU
+    frames, decoded = decode_tiled(vae, video, args, job.rank, job.world_size, output_device)
+    start = time.perf_counter()
+    flat = image5.view(-1, *image5.shape[2:])
+    values = frames.movedim(1, -1).reshape(flat.shape)
+    first, stop = split_evenly(flat.shape[0], job.world_size)[job.rank]
+    flat[first:stop].copy_(values[first:stop].to(CPU))
+    return {"plan": args.describe(), "tiles": decoded, "write_s": round(time.perf_counter() - start, 6)}
+
+
+def _audio_vae(model: ComfyModel, device: torch.device):
+    if AUDIO_VAE_KEY not in model.extras:
+        model.extras[AUDIO_VAE_KEY] = load_audio_vae(model.path, device)
+    return model.extras[AUDIO_VAE_KEY]
+
+
+def vae_decode_comfy(job, model: ComfyModel, args: dict) -> dict:
+    """ops_vae.vae_decode on the comfy backend (collective)."""
+    rt = job.runtime
+    vae = _checkpoint_vae(model, "Decode")
+    mode = _validate_decode(args, vae)
+    video, audio, out_audio = args["video"], args.get("audio"), args.get("out_audio")
+    audio_rank = job.world_size - 1
+    error = None
+    if audio is not None and job.rank == audio_rank:
+        try:
+            _audio_vae(model, rt.device)
+        except ValueError as exc:
+            error = str(exc)
+    agree_on_error(job, error)
+    memory = PeakMemory(rt.device)
+    job.check_cancel()
+    start = time.perf_counter()
+    batch = video.shape[0]
+    image5 = args["out_image"].view(batch, -1, *args["out_image"].shape[1:])
+    with torch.inference_mode():
+        if mode == EXACT:
+            stats = _decode_exact(job, vae, video, image5)
+        else:
+            stats = _decode_tiled(job, vae, video, image5, args["tiles"])
+        video_s = time.perf_counter() - start
+        audio_shape, audio_s = (0, 0, 0), 0.0
+        if audio is not None and job.rank == audio_rank:
+            t0 = time.perf_counter()
+            waveform, rate = decode_audio(_audio_vae(model, rt.device), audio)
+            if tuple(waveform.shape) == tuple(out_audio.shape):
+                out_audio.copy_(waveform)
+            audio_shape, audio_s = (waveform.shape[1], waveform.shape[2], rate), time.perf_counter() - t0
+    sample_rate = _share_audio_shape(job, audio_shape, out_audio, audio_rank) if audio is not None else None
+    job.progress(1, 1)
+    job.check_cancel()
+    return {
+        "backend": "comfy",
+        "mode": mode,
+        "total_s": round(time.perf_counter() - start, 6),
+        "video_s": round(video_s, 6),
+        "audio_s": round(audio_s, 6),
+        "sample_rate": sample_rate,
+        **stats,
+        **memory.read(),
+    }
+
+
+def _share_audio_shape(job, result: tuple[int, int, int], out: torch.Tensor, audio_rank: int) -> int:
+    """Collective: every rank learns the audio rank's (channels, samples, rate) and all raise alike when
+    the waveform is not the shape the client allocated."""
+    shared = torch.tensor(result, dtype=torch.int64)
+    if job.world_size > 1:
+        dist.broadcast(shared, src=audio_rank, group=job.runtime.control_group)
+    channels, samples, rate = (int(v) for v in shared)
+    if (channels, samples) != tuple(out.shape[1:]):
+        raise RuntimeError(
+            f"ComfyUI's audio VAE made {channels} x {samples} samples but {out.shape[1]} x {out.shape[2]} were "
+            "allocated from the checkpoint's config (workers/rank/vae_outputs.py); report this with the "
+            "checkpoint's 'audio_vae' and 'vocoder' config"
+        )
+    return rate
+
+
+def vae_encode_comfy(job, model: ComfyModel, args: dict) -> dict:
+    """ops_vae_encode.vae_encode on the comfy backend (collective)."""
+    rt = job.runtime
+    vae = _checkpoint_vae(model, "Encode")
+    plan = validate_encode(args, job.world_size)
+    reason = unsupported_reason(vae.first_stage_model.encoder)
+    if reason is not None:
+        raise InputRejected(f"the checkpoint's video encoder cannot be split over GPUs: {reason}")
+    memory = PeakMemory(rt.device)
+    if plan.active_ranks > 1:
+        dist.barrier()  # point-to-point exchanges must not be the group's first collective (NCCL)
+    pixels, out = args["pixels"], args["out_latent"]
+    job.check_cancel()
+    start = time.perf_counter()
+    exchange_s, sent = 0.0, 0
+    if plan.is_active(job.rank):
+        whole = (0, pixels.shape[0])
+        exchange = HaloExchange(plan, job.rank, comm_on_device=rt.backend == "nccl")
+        with torch.inference_mode():
+            slab = slab_input(pixels, plan, job.rank, whole, CPU, vae.vae_dtype)
+            latent = SlabEncoder(vae, plan, job.rank, exchange).run(slab)
+            out[latent_box(plan, job.rank, whole)].copy_(latent.to(device=CPU, dtype=torch.float32))
+        exchange_s, sent = exchange.seconds, exchange.bytes_sent
+    job.progress(1, 1)
+    job.check_cancel()
+    return {
+        "backend": "comfy",
+        "plan": describe_slabs(plan),
+        "slab": list(plan.slabs[job.rank]) if plan.is_active(job.rank) else None,
+        "total_s": round(time.perf_counter() - start, 6),
+        "exchange_s": round(exchange_s, 6),
+        "bytes_sent": sent,
+        **memory.read(),
+    }
