@@ -265,8 +265,12 @@ def test_decode_equals_ltx_core_for_1_2_3_ranks(manager, tiny_path):
     print("max abs error vs ltx-core:", {k: f"{v:.1e}" for k, v in errors.items()})
     assert max(errors.values()) <= TOLERANCE, errors
     assert torch.equal(images[2], images[1]) and torch.equal(images[3], images[1]), "ranks change the bits"
+    # The audio is decoded whole by one rank, so only its CPU thread count (cores / ranks) separates it
+    # from the in-process decode: 1 vs 2 threads moves the last bit (6e-8 measured), nothing more.
+    scale = float(ref_audio.waveform.abs().max())
     for ranks in (1, 2, 3):
-        assert torch.equal(waves[ranks], ref_audio.waveform), f"audio of {ranks} ranks is not ltx-core's"
+        error = float((waves[ranks] - ref_audio.waveform).abs().max())
+        assert error <= 1e-6 * scale, f"audio of {ranks} ranks is {error:.1e} off ltx-core's"
 
 
 def test_errors_say_what_to_change_and_cancel_keeps_the_group(manager, tiny_path, fake_comfy, monkeypatch):
