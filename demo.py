@@ -73,6 +73,11 @@ def run_demo(args: argparse.Namespace) -> int:
     with _stage("tiny model", timings):
         files = make_tiny(models)
         gemma = make_tiny_gemma(models)
+    from .workers.group.launcher import PACK_ROOT
+    from .workers.wire.backend import choose_backend
+
+    # Refuses a bad COMFYUI_PATH here, before any worker starts.
+    print(f"backend: {choose_backend(PACK_ROOT).reason}", flush=True)
     devices = args.devices
     dtype = "float32" if devices.startswith("cpu") else "bfloat16"
     loader = NODE_CLASS_MAPPINGS["LTX2MGPULoader"]()
@@ -154,9 +159,12 @@ def _parity_check(model: MGPUModel, positive, negative, latent, sigmas, seed, st
         seed,
         frame_rate=FPS,
     )
+    # The reference is ltx-core's reproduction of ComfyUI's forward: on the comfy backend the two
+    # differ by ComfyUI's own rounding (within 1e-4, tests/test_comfyui_native_parity.py).
+    limit = 1e-4 if model.backend == "comfy" else 1e-5
     for name, got, want in zip(("video", "audio"), stage1["samples"].tensors, expected):
         err = relative_error(got, want)
-        verdict = "ok" if err <= 1e-5 else "MISMATCH"
+        verdict = "ok" if err <= limit else "MISMATCH"
         print(
             f"  parity stage 1 {name}: {model.world_size} workers vs one process, max relative error {err:.2e} ({verdict})"
         )

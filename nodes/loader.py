@@ -5,8 +5,9 @@ from __future__ import annotations
 from ..workers.engine.ltxcore.checkpoint import read_safetensors_header
 from ..workers.engine.ltxcore.model import DTYPES
 from ..workers.engine.ltxcore.model_forward import ForwardMode
-from ..workers.group.launcher import parse_devices
+from ..workers.group.launcher import PACK_ROOT, parse_devices
 from ..workers.group.manager import MGPUModel
+from ..workers.wire.backend import choose_backend
 from ..workers.wire.config import DEFAULT_MAX_VIDEO_TOKENS
 from . import comfy, jobs
 from .mgpu_lora import NO_LORA, lora_entry, strength_input
@@ -113,6 +114,18 @@ class LTX2MGPULoader:
         path = comfy.full_path(MODEL_FOLDERS, ckpt_name)
         read_safetensors_header(path)  # refuses non-safetensors files before any worker starts
         placement = parse_devices(gpus)
+        # Inside ComfyUI, mode "comfyui" runs ComfyUI's own model stack in the workers; an unusable
+        # ComfyUI named by COMFYUI_PATH is refused here, before any worker starts.
+        ltxcore_only = tuple(
+            name
+            for name, on in (
+                ("compile_blocks", compile_blocks),
+                ("fp8_matmul", fp8_matmul),
+                ("LoRAs", lora_name != NO_LORA and lora_strength != 0),
+            )
+            if on
+        )
+        backend = choose_backend(PACK_ROOT, mode=mode, ltxcore_only=ltxcore_only)
         model = MGPUModel(
             checkpoint=str(path),
             dtype=weight_dtype,
@@ -122,6 +135,9 @@ class LTX2MGPULoader:
             loras=lora_entry(str(path), lora_name, lora_strength),
             compile_blocks=bool(compile_blocks),
             fp8_matmul=bool(fp8_matmul),
+            backend=backend.backend,
+            comfyui_root=backend.root_path,
+            comfyui_version=backend.root_version,
         )
         jobs.load(model, node_id=unique_id)
         return (model,)

@@ -9,6 +9,7 @@ replaces it. Never imports ComfyUI.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -20,6 +21,7 @@ from ..engine.ltxcore.lora import LORA_FREE_OPS, LoraSpec, active_loras
 from ..engine.ltxcore.model import DTYPES
 from ..engine.ltxcore.model_forward import ForwardMode
 from ..strategies.sequence_parallel import check_compilable
+from ..wire.backend import BACKEND_COMFY, BACKEND_LTXCORE, COMFY_OPS
 from ..wire.config import DEFAULT_MAX_VIDEO_TOKENS
 from ..wire.errors import JobInputError, WorkerGroupError
 from . import client
@@ -38,6 +40,9 @@ class MGPUModel:
     mode: str = "comfyui"  # "comfyui": match native ComfyUI; "reference": Lightricks' ltx-core forward
     compile_blocks: bool = False  # torch.compile the transformer blocks (docs/PERFORMANCE.md)
     fp8_matmul: bool = False  # block Linears in fp8, fp8 matmuls (workers/engine/ltxcore/fp8_linear.py)
+    backend: str = BACKEND_LTXCORE  # "comfy": ComfyUI's model stack in the ranks; "ltxcore": ltx-core's
+    comfyui_root: str = ""  # the ComfyUI the ranks import (backend "comfy")
+    comfyui_version: str = ""
 
     @property
     def placement(self) -> Placement:
@@ -58,6 +63,17 @@ class MGPUModel:
 
 
 ProgressFn = Callable[[int, int, dict], None]
+
+
+def for_op(model: MGPUModel, op: str) -> MGPUModel:
+    """The recipe an op runs on: commands not yet served by the comfy backend run on ltx-core (the
+    group then loads the file there; a log line says so once per op)."""
+    if model.backend != BACKEND_COMFY or (op in COMFY_OPS and not active_loras(model.loras)):
+        return model
+    if op not in _logged_ltxcore_ops:
+        _logged_ltxcore_ops.add(op)
+        _log.info("%s runs on the ltx-core backend (the comfy backend serves %s)", op, ", ".join(COMFY_OPS))
+    return replace(model, backend=BACKEND_LTXCORE, comfyui_root="", comfyui_version="")
 
 
 class GroupManager:
@@ -107,6 +123,9 @@ class GroupManager:
                             "mode": model.mode,
                             "compile": model.compile_blocks,
                             "fp8_matmul": model.fp8_matmul,
+                            "backend": model.backend,
+                            "comfyui_root": model.comfyui_root,
+                            "comfyui_version": model.comfyui_version,
                         },
                         on_progress=on_progress,
                         should_cancel=should_cancel,
@@ -117,7 +136,8 @@ class GroupManager:
                         self._group = None
                     raise
                 # A reused worker model may still hold LoRAs from before: the first sync finds out.
-                self._loaded, self._loras = base, None
+                # The comfy backend loads the file as it is (LoRAs run on ltx-core for now).
+                self._loaded, self._loras = base, (() if model.backend == BACKEND_COMFY else None)
             if with_loras and self._loras != active_loras(model.loras):
                 self._switch_loras(group, active_loras(model.loras), should_cancel)
             return group
@@ -148,6 +168,7 @@ class GroupManager:
     ) -> list[dict]:
         """acquire + run one job; a fatal error leaves no group behind (the next call starts one)."""
         with self._lock:
+            model = for_op(model, op)
             group = self.acquire(model, should_cancel=should_cancel, with_loras=op not in LORA_FREE_OPS)
             try:
                 return group.run(op, args, on_progress=on_progress, should_cancel=should_cancel)
@@ -183,6 +204,8 @@ def check_fits(model: MGPUModel) -> None:
 
 
 _MANAGER = GroupManager()
+_log = logging.getLogger("ltx2_mgpu.group")
+_logged_ltxcore_ops: set[str] = set()
 
 
 def get_manager() -> GroupManager:

@@ -13,6 +13,7 @@ from ..engine.ltxcore.model import DTYPES, LoadedModel
 from ..engine.ltxcore.model_forward import ForwardMode
 from ..strategies.sequence_parallel import check_compilable
 from .ops import InputRejected, op
+from .ops_comfy import BACKEND_COMFY, load_comfy
 
 
 def _exchange(job):
@@ -39,6 +40,8 @@ def load_model(job, args: dict) -> dict:
     if not path.is_file():
         raise InputRejected(f"checkpoint {path} does not exist on this machine")
     dtype = DTYPES[dtype_name]
+    if args.get("backend") == BACKEND_COMFY:
+        return load_comfy(job, args, _exchange(job))
     try:
         mode = ForwardMode(str(args.get("mode", ForwardMode.COMFYUI.value)))
     except ValueError:
@@ -55,7 +58,9 @@ def load_model(job, args: dict) -> dict:
             check_fp8_matmul(dtype, rt.device)
     except ValueError as exc:
         raise InputRejected(str(exc)) from None
-    current: LoadedModel | None = rt.state.get("model")
+    current = rt.state.get("model")
+    if not isinstance(current, LoadedModel):
+        current = None
     same = (current.path, current.dtype, current.mode, current.fp8_matmul) if current is not None else None
     if same == (path, dtype, mode, fp8_matmul):
         current.transformer.set_compiled(compiled)  # weights unchanged: only how the blocks run

@@ -18,6 +18,7 @@ from ..engine.ltxcore.conditioning import (
 )
 from ..engine.ltxcore.model import AVDenoiser, Guidance, LoadedModel
 from .ops import InputRejected, op
+from .ops_comfy import is_comfy_model, sample_comfy
 from .preview import step_callbacks
 
 
@@ -25,6 +26,11 @@ def loaded_model(job) -> LoadedModel:
     model = job.runtime.state.get("model")
     if model is None:
         raise InputRejected("no model is loaded in the worker group; run the MGPU Loader first")
+    if not isinstance(model, LoadedModel):
+        raise InputRejected(
+            "this command runs on the ltx-core backend only, and the group holds the model on the comfy "
+            "backend; load it with LTX2_MGPU_BACKEND=ltxcore"
+        )
     return model
 
 
@@ -111,6 +117,8 @@ def build_denoiser(job, args: dict, guidance: Guidance) -> tuple[AVDenoiser, lis
 @op("sample")
 def sample(job, args: dict) -> dict:
     rt = job.runtime
+    if is_comfy_model(rt.state.get("model")):
+        return sample_comfy(job, args)
     denoiser, streams = build_denoiser(
         job, args, Guidance(float(args["cfg_video"]), float(args["cfg_audio"]))
     )

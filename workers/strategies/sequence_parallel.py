@@ -19,7 +19,7 @@ padding unmasked. Both exchange backends support uneven token counts.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import torch
 from ltx_core.model.transformer.attention import (
@@ -34,101 +34,14 @@ from ltx_core.model.transformer.attention import (
 from ltx_core.model.transformer.modality import Modality
 from ltx_core.model.transformer.model import LTXModel
 
-from ...kernels import HeadExchange, even_split, head_split, offsets
+from ...kernels import HeadExchange, even_split, offsets
 from ..engine.ltxcore.model_forward import ForwardMode, comfyui_block_forward, run_transformer
+from .sp_attention import SequenceSplit, SplitState, VideoSelfAttention, VideoToAudioAttention
+
+__all__ = ["SequenceParallelModel", "VideoSelfAttention", "VideoToAudioAttention"]
 
 # Exchange wait timeout while the ranks may still be compiling the blocks (first call of a shape).
 COMPILE_EXCHANGE_TIMEOUT_S = 900.0
-
-
-@dataclass(frozen=True)
-class SequenceSplit:
-    """This forward's token partition (set per call; identical on every rank)."""
-
-    token_counts: tuple[int, ...]
-
-    @property
-    def total(self) -> int:
-        return sum(self.token_counts)
-
-
-class _SplitState:
-    """Mutable holder shared by the patched attention functions of one model."""
-
-    def __init__(self) -> None:
-        self.split: SequenceSplit | None = None
-
-    def current(self) -> SequenceSplit:
-        if self.split is None:
-            raise RuntimeError("sequence-parallel attention called outside SequenceParallelModel.forward")
-        return self.split
-
-
-class VideoSelfAttention:
-    """attn1 under SP: tokens->heads, attention over all tokens on local heads, heads->tokens."""
-
-    def __init__(
-        self, inner: AttentionCallable, exchange: HeadExchange, state: _SplitState, num_heads: int
-    ) -> None:
-        self.inner = inner
-        self.exchange = exchange
-        self.state = state
-        self.head_counts = head_split(num_heads, exchange.world_size)
-
-    def __call__(
-        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, heads: int, mask: torch.Tensor | None = None
-    ) -> torch.Tensor:
-        if mask is not None:
-            raise NotImplementedError(
-                "a video self-attention mask is not supported under sequence parallelism"
-            )
-        split = self.state.current()
-        b, t_local, width = q.shape
-        d = width // heads
-        # One exchange for q, k and v together: 3x fewer collectives.
-        qkv = torch.stack((q, k, v)).view(3 * b, t_local, heads, d)
-        qkv = self.exchange.send_recv_heads(qkv, split.token_counts, self.head_counts)
-        h_local = self.head_counts[self.exchange.rank]
-        q_h, k_h, v_h = qkv.view(3, b, split.total, h_local * d).unbind(0)
-        out = self.inner(q_h, k_h, v_h, h_local, None)  # [B, T_total, H_local * D]
-        out = self.exchange.gather_heads(
-            out.view(b, split.total, h_local, d), split.token_counts, self.head_counts
-        )
-        return out.reshape(b, t_local, heads * d)
-
-
-class VideoToAudioAttention:
-    """video_to_audio_attn under SP: replicated audio queries, video keys/values spread over ranks."""
-
-    def __init__(
-        self, inner: AttentionCallable, exchange: HeadExchange, state: _SplitState, num_heads: int
-    ) -> None:
-        self.inner = inner
-        self.exchange = exchange
-        self.state = state
-        self.head_counts = head_split(num_heads, exchange.world_size)
-        self.head_offsets = offsets(self.head_counts)
-
-    def __call__(
-        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, heads: int, mask: torch.Tensor | None = None
-    ) -> torch.Tensor:
-        if mask is not None:
-            raise NotImplementedError(
-                "a video->audio attention mask is not supported under sequence parallelism"
-            )
-        split = self.state.current()
-        b, t_audio, width = q.shape
-        d = width // heads
-        t_local = k.shape[1]
-        rank = self.exchange.rank
-        h_local, h_start = self.head_counts[rank], self.head_offsets[rank]
-        kv = torch.stack((k, v)).view(2 * b, t_local, heads, d)
-        kv = self.exchange.send_recv_heads(kv, split.token_counts, self.head_counts)
-        k_h, v_h = kv.view(2, b, split.total, h_local * d).unbind(0)
-        q_h = q.view(b, t_audio, heads, d)[:, :, h_start : h_start + h_local].reshape(b, t_audio, h_local * d)
-        out = self.inner(q_h, k_h, v_h, h_local, None)
-        out = self.exchange.all_gather_heads(out.view(b, t_audio, h_local, d), self.head_counts)
-        return out.reshape(b, t_audio, heads * d)
 
 
 class SequenceParallelModel(torch.nn.Module):
@@ -145,7 +58,7 @@ class SequenceParallelModel(torch.nn.Module):
         self.model = model
         self.exchange = exchange
         self.mode = mode
-        self._state = _SplitState()
+        self._state = SplitState()
         self.compiled = False
         self._block_forward = comfyui_block_forward
         self._compiled_shapes: set[tuple] = set()  # inputs already run compiled (no compile pending)

@@ -1,0 +1,165 @@
+"""Commands on the comfy backend: load a file with ComfyUI's loaders, sample with ComfyUI's samplers.
+
+Reached from load_model / sample when the request says backend "comfy" (or the loaded model is a
+ComfyModel). ComfyUI itself is imported only here and under workers/engine/comfy/.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+
+from ..engine.comfy.model import ComfyModel  # no ComfyUI import until ComfyModel.load
+from ..engine.ltxcore.model import DTYPES
+from ..wire.comfyui_root import ComfyUIRoot, ComfyUIUnusable
+from .ops import InputRejected
+from .preview import step_callbacks
+
+BACKEND_COMFY = "comfy"
+
+
+def load_comfy(job, args: dict, exchange) -> dict:
+    """Bootstrap ComfyUI's model side in this rank and load `checkpoint` through its loader."""
+    from ..engine.comfy.bootstrap import import_comfyui
+
+    rt = job.runtime
+    path = Path(str(args["checkpoint"]))
+    dtype = DTYPES[str(args.get("dtype", "bfloat16"))]
+    root = ComfyUIRoot(str(args["comfyui_root"]), str(args.get("comfyui_version", "unknown")))
+    try:
+        import_comfyui(root, rt.device)
+    except ComfyUIUnusable as exc:
+        raise InputRejected(str(exc)) from exc
+    current = rt.state.get("model")
+    if isinstance(current, ComfyModel) and (current.path, current.dtype) == (path, dtype):
+        return {"reused": True, "backend": BACKEND_COMFY}
+    rt.state.pop("model", None)
+    job.progress(0, 1)
+    try:
+        model = ComfyModel.load(path, rt.device, dtype, with_vae=False)
+    except (ValueError, RuntimeError) as exc:
+        raise InputRejected(f"ComfyUI could not load {path}: {exc}") from exc
+    model.extras["exchange"] = exchange
+    rt.state["model"] = model
+    job.progress(1, 1)
+    return {
+        "reused": False,
+        "backend": BACKEND_COMFY,
+        "num_layers": len(model.diffusion_model.transformer_blocks),
+    }
+
+
+def is_comfy_model(model: object) -> bool:
+    return isinstance(model, ComfyModel)
+
+
+def sample_comfy(job, args: dict) -> dict:
+    """The "sample" command on a ComfyModel: ComfyUI's guider and sampler, the model call SP-split."""
+    from ..engine.comfy import sampling
+    from ..engine.comfy.sequence_parallel import SequenceParallel
+
+    rt = job.runtime
+    model = rt.state["model"]
+    _validate(args, model)
+    exchange = model.extras["exchange"]
+    try:
+        parallel = SequenceParallel.for_model(exchange, model.diffusion_model)
+    except ValueError as exc:  # more ranks than heads
+        raise InputRejected(str(exc)) from exc
+    patcher = parallel.patch(model.patcher)
+    agree_batching(job, patcher)
+    frame_rate = float(args["frame_rate"])
+    positive = conditioning(args["positive"], frame_rate)
+    negative = conditioning(args["negative"], frame_rate)
+    on_denoised, on_step = step_callbacks(job, bool(args.get("preview")))
+
+    def callback(step: int, total: int, x0: list[torch.Tensor], x: list[torch.Tensor]) -> None:
+        on_denoised(step, total, x0)
+        on_step(step + 1, total, x)
+
+    job.check_cancel()
+    with torch.inference_mode():
+        out = sampling.sample(
+            patcher,
+            positive,
+            negative,
+            latent_dict(args),
+            args["sigmas"].float(),
+            str(args["sampler"]),
+            float(args["cfg_video"]),
+            int(args["seed"]),
+            cfg_audio=float(args["cfg_audio"]),
+            add_noise=bool(args.get("add_noise", True)),
+            callback=callback,
+        )
+    result = sampling.streams(out["samples"])
+    if rt.rank == 0:
+        args["out_video"].copy_(result[0].to(args["out_video"].dtype))
+        if len(result) > 1:
+            args["out_audio"].copy_(result[1].to(args["out_audio"].dtype))
+    return {
+        "steps": len(args["sigmas"]) - 1,
+        "exchange": exchange.name,
+        "backend": BACKEND_COMFY,
+        "split_forwards": parallel.split_forwards,
+    }
+
+
+def _validate(args: dict, model) -> None:
+    """What the user can get wrong, refused alike on every rank before any collective."""
+    import comfy.samplers
+
+    from .ops_sampling import validate_streams
+
+    validate_streams({**args, "sampler": "euler"}, int(args.get("max_video_tokens", 32768)))
+    if args["sampler"] not in comfy.samplers.KSAMPLER_NAMES:
+        raise InputRejected(
+            f"sampler {args['sampler']!r} is not one of ComfyUI's k-samplers; choose one of "
+            f"{', '.join(comfy.samplers.KSAMPLER_NAMES)}"
+        )
+
+
+def agree_batching(job, patcher) -> None:
+    """Make ComfyUI batch cond and uncond alike on every rank: it decides from the free memory it sees
+    (samplers._calc_cond_batch), which differs between ranks; ranks that decide differently would call
+    the model's collectives with different batch sizes. All ranks use the smallest free memory."""
+    rt = job.runtime
+    free = torch.tensor([float(patcher.get_free_memory(rt.device))], dtype=torch.float64)
+    if rt.world_size > 1:
+        dist.all_reduce(free, op=dist.ReduceOp.MIN, group=rt.control_group)
+    agreed = float(free.item())
+    patcher.get_free_memory = lambda device=None: agreed
+
+
+def conditioning(wire: dict | None, frame_rate: float) -> list | None:
+    """ComfyUI CONDITIONING from the wire form {"tensor", "unprocessed", "extras"} (nodes/convert.py)."""
+    if wire is None:
+        return None
+    extras = dict(wire.get("extras") or {})
+    extras["unprocessed_ltxav_embeds"] = bool(wire["unprocessed"])
+    extras["frame_rate"] = frame_rate
+    return [[wire["tensor"], extras]]
+
+
+def latent_dict(args: dict) -> dict:
+    """ComfyUI's LATENT from the wire's streams: NestedTensor (video, audio) when there is audio."""
+    import comfy.nested_tensor
+
+    video, audio = args["video"], args.get("audio")
+    video_mask, audio_mask = args.get("video_mask"), args.get("audio_mask")
+    if audio is None:
+        latent = {"samples": video}
+        if video_mask is not None:
+            latent["noise_mask"] = video_mask
+        return latent
+    latent = {"samples": comfy.nested_tensor.NestedTensor([video, audio])}
+    if video_mask is not None or audio_mask is not None:
+        # As LTXVConcatAVLatent: the stream without a mask is denoised fully.
+        masks = [
+            video_mask if video_mask is not None else torch.ones_like(video),
+            audio_mask if audio_mask is not None else torch.ones_like(audio),
+        ]
+        latent["noise_mask"] = comfy.nested_tensor.NestedTensor(masks)
+    return latent
