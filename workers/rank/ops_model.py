@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import sys
 from pathlib import Path
 
 import torch
@@ -119,5 +120,8 @@ def _summary(model: LoadedModel) -> dict:
 
 def _release(device: torch.device) -> None:
     gc.collect()
+    comfy_models = sys.modules.get("comfy.model_management")
+    if comfy_models is not None:  # ComfyUI keeps weak references to models it loaded: drop the dead ones
+        comfy_models.cleanup_models()
     if device.type == "cuda":
         torch.cuda.empty_cache()

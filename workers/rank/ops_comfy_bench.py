@@ -1,0 +1,133 @@
+"""Benchmark commands on the comfy backend: ComfyUI's LTXAVModel of a given shape with random weights,
+and sampling steps timed through ComfyUI's own sampler (bench/bench_comfy_step.py).
+
+The model is built by ComfyUI's model classes (supported_models.LTXAV -> model_base.LTXAV ->
+LTXAVModel) straight on the rank's device, so the 19B shape needs no file: the config keys are the
+ones a checkpoint's metadata gives ComfyUI (ops_bench.LTX2_19B_TRANSFORMER).
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ..engine.comfy.model import ComfyModel
+from ..engine.ltxcore.model import DTYPES
+from ..wire.comfyui_root import ComfyUIRoot
+from .ops import InputRejected, op
+from .ops_bench import INIT_STD, LTX2_19B_TRANSFORMER
+from .ops_model import _exchange
+
+VIDEO_CHANNELS, AUDIO_CHANNELS, AUDIO_BINS = 128, 8, 16
+
+
+def comfy_random_model(config: dict, device: torch.device, dtype: torch.dtype, seed: int) -> Any:
+    """A comfy ModelPatcher holding LTXAVModel of `config` with N(0, INIT_STD) weights on `device`.
+    Import after bootstrap.import_comfyui."""
+    import comfy.model_patcher
+    import comfy.supported_models
+
+    unet_config = {"image_model": "ltxav", "use_keyframes_abs_pos_embedding": False, **config}
+    model_config = comfy.supported_models.LTXAV(unet_config)
+    model_config.set_inference_dtype(dtype, None)
+    model = model_config.get_model({}, device=device)
+    generator = torch.Generator(device=device).manual_seed(seed)
+    with torch.no_grad():
+        for p in model.diffusion_model.parameters():
+            p.normal_(0.0, INIT_STD, generator=generator)
+    model.eval()
+    return comfy.model_patcher.ModelPatcher(model, load_device=device, offload_device=device)
+
+
+def random_job_inputs(video_shape: list[int], audio_frames: int | None, caption_channels: int, seed: int):
+    """(positive, negative, LATENT) as ComfyUI nodes would give them: processed text context
+    [1, 1024, 2 * caption_channels] and a video (+ audio, nested) latent of random values."""
+    import comfy.nested_tensor
+
+    g = torch.Generator().manual_seed(seed)
+    cond = [[torch.randn(1, 1024, 2 * caption_channels, generator=g), {"frame_rate": 24.0}]]
+    uncond = [[torch.randn(1, 1024, 2 * caption_channels, generator=g), {"frame_rate": 24.0}]]
+    video = torch.randn(video_shape, generator=g)
+    if audio_frames is None:
+        return cond, uncond, {"samples": video}
+    audio = torch.randn(video_shape[0], AUDIO_CHANNELS, audio_frames, AUDIO_BINS, generator=g)
+    return cond, uncond, {"samples": comfy.nested_tensor.NestedTensor([video, audio])}
+
+
+def time_steps(patcher: Any, inputs: tuple, steps: int, device: torch.device, on_step=None) -> list[float]:
+    """Run ComfyUI's sampler (CFG 4, euler) for `steps` + 1 steps; the time between consecutive step
+    callbacks is one step (cond+uncond model call and the sampler update): `steps` values in ms."""
+    from ..engine.comfy import sampling
+
+    stamps: list[float] = []
+
+    def callback(step: int, total: int, x0, x) -> None:
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        stamps.append(time.perf_counter())
+        if on_step is not None:
+            on_step()
+
+    positive, negative, latent = inputs
+    sigmas = torch.linspace(0.9, 0.1, steps + 2)  # steps + 1 sampler steps: the first warms up
+    with torch.inference_mode():
+        sampling.sample(patcher, positive, negative, latent, sigmas, "euler", 4.0, 0, callback=callback)
+    return [(b - a) * 1e3 for a, b in itertools.pairwise(stamps)]
+
+
+@op("comfy_load_random_model")
+def comfy_load_random_model(job, args: dict) -> dict:
+    """Replace the loaded model by ComfyUI's LTXAVModel of `config` (default: the 19B shape), random."""
+    from ..engine.comfy.bootstrap import import_comfyui
+
+    rt = job.runtime
+    import_comfyui(ComfyUIRoot(str(args["comfyui_root"]), "unknown"), rt.device)
+    dtype = DTYPES[str(args.get("dtype", "bfloat16"))]
+    config = dict(args.get("config") or LTX2_19B_TRANSFORMER)
+    rt.state.pop("model", None)
+    if rt.device.type == "cuda":
+        torch.cuda.empty_cache()
+    patcher = comfy_random_model(config, rt.device, dtype, int(args.get("seed", 0)))
+    model = ComfyModel(path=Path("<random>"), dtype=dtype, patcher=patcher)
+    model.extras.update(exchange=_exchange(job), config=config)
+    rt.state["model"] = model
+    params = sum(p.numel() for p in model.diffusion_model.parameters())
+    return {"parameters": params, "exchange": model.extras["exchange"].name}
+
+
+@op("comfy_bench_step")
+def comfy_bench_step(job, args: dict) -> dict:
+    """Time `repeats` sampling steps (cond+uncond, audio when audio_frames is given) through ComfyUI's
+    sampler on the SP-patched model; the first step is the warm-up and is not counted."""
+    from ..engine.comfy.sequence_parallel import SequenceParallel
+    from .ops_comfy import agree_batching
+
+    rt = job.runtime
+    model = rt.state.get("model")
+    if not isinstance(model, ComfyModel):
+        raise InputRejected("no comfy-backend model loaded; run comfy_load_random_model first")
+    parallel = SequenceParallel.for_model(model.extras["exchange"], model.diffusion_model)
+    patcher = parallel.patch(model.patcher)
+    agree_batching(job, patcher)
+    inputs = random_job_inputs(
+        list(args["video_shape"]),
+        args.get("audio_frames"),
+        int(model.extras["config"]["caption_channels"]),
+        0,
+    )
+    if rt.device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(rt.device)
+    times = time_steps(patcher, inputs, int(args.get("repeats", 3)), rt.device, on_step=job.check_cancel)
+    shape = args["video_shape"]
+    return {
+        "times_ms": times,
+        "split_forwards": parallel.split_forwards,
+        "peak_memory_bytes": int(torch.cuda.max_memory_allocated(rt.device))
+        if rt.device.type == "cuda"
+        else 0,
+        "tokens": int(shape[2] * shape[3] * shape[4]),
+    }
