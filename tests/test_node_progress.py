@@ -109,3 +109,28 @@ def test_tdp_upscaler_shows_the_denoising_latent_too(manager, tiny, comfy_with_p
     previews = [p for _, _, p in comfy_with_previews["updates"] if p is not None]
     assert len(previews) == 2  # the default schedule 0.625, 0.4, 0 has two steps
     assert previews[-1][1].size == (10, 6)  # the upscaled latent frame, width x height
+
+
+@pytest.mark.comfyui
+def test_comfy_backend_reports_progress_previews_and_stops_on_cancel(manager, tiny_path, comfy_with_previews):
+    """The same node behaviour when the ranks sample with ComfyUI's own sampler (comfy backend)."""
+    import os
+
+    from ltx2_mgpu.workers.wire.comfyui_root import check_comfyui_root
+
+    root = check_comfyui_root(os.environ["COMFYUI_PATH"])
+    model = MGPUModel.create(
+        tiny_path, devices="cpu:2", dtype="float32", backend="comfy", comfyui_root=root.path
+    )
+    _run(model, torch.tensor([1.0, 0.8, 0.5, 0.0]))
+    updates = comfy_with_previews["updates"]
+    assert [(v, t) for v, t, _ in updates] == [(1, 3), (2, 3), (3, 3)]
+    assert all(p is not None and p[1].size == (5, 4) for _, _, p in updates)
+    comfy_with_previews["cancel_at"] = 2
+    with pytest.raises(InterruptProcessingException):
+        _run(model, torch.linspace(1.0, 0.0, 60))
+    assert max(v for v, _, _ in comfy_with_previews["updates"]) < 10, "the workers kept going after Cancel"
+    assert manager.group.is_alive
+    comfy_with_previews["cancel_at"] = None
+    (out,) = _run(model, torch.tensor([1.0, 0.5, 0.0]))
+    assert torch.isfinite(out["samples"]).all()

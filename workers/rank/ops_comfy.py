@@ -25,6 +25,11 @@ def load_comfy(job, args: dict, exchange) -> dict:
     from ..engine.comfy.bootstrap import import_comfyui
 
     rt = job.runtime
+    for option in ("compile", "fp8_matmul"):
+        if args.get(option):
+            raise InputRejected(
+                f"{option} runs on the ltx-core backend only; turn it off or load with backend ltxcore"
+            )
     path = Path(str(args["checkpoint"]))
     dtype = DTYPES[str(args.get("dtype", "bfloat16"))]
     root = ComfyUIRoot(str(args["comfyui_root"]), str(args.get("comfyui_version", "unknown")))

@@ -28,6 +28,7 @@ VIDEO_CHANNELS, AUDIO_CHANNELS, AUDIO_BINS = 128, 8, 16
 def comfy_random_model(config: dict, device: torch.device, dtype: torch.dtype, seed: int) -> Any:
     """A comfy ModelPatcher holding LTXAVModel of `config` with N(0, INIT_STD) weights on `device`.
     Import after bootstrap.import_comfyui."""
+    import comfy.model_management
     import comfy.model_patcher
     import comfy.supported_models
 
@@ -40,7 +41,10 @@ def comfy_random_model(config: dict, device: torch.device, dtype: torch.dtype, s
         for p in model.diffusion_model.parameters():
             p.normal_(0.0, INIT_STD, generator=generator)
     model.eval()
-    return comfy.model_patcher.ModelPatcher(model, load_device=device, offload_device=device)
+    patcher = comfy.model_patcher.ModelPatcher(model, load_device=device, offload_device=device)
+    # As ComfyModel.load: ComfyUI registers the model as fully loaded on the device it sits on.
+    comfy.model_management.load_models_gpu([patcher], force_full_load=True)
+    return patcher
 
 
 def random_job_inputs(video_shape: list[int], audio_frames: int | None, caption_channels: int, seed: int):

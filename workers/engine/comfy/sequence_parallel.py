@@ -92,7 +92,8 @@ def slice_tokens(value: Any, start: int, end: int, total: int) -> Any:
         # Positions: (rotation matrix [B, T, H, D/2, 2, 2], split mode).
         return (slice_tokens(value[0], start, end, total), *value[1:])
     if isinstance(value, torch.Tensor) and value.dim() >= 2 and value.shape[1] == total:
-        return value[:, start:end]
+        # Contiguous (once per forward, then shared by every block): fused rope kernels expect it.
+        return value[:, start:end].contiguous()
     return value
 
 
