@@ -8,6 +8,7 @@ whole path; it prints each stage's time and a parity check (stage 1 on the group
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from pathlib import Path
 
@@ -64,7 +65,15 @@ def _conditioning(model: MGPUModel, prompt: str, gemma: Path) -> list:
 def run_demo(args: argparse.Namespace) -> int:
     from .workers.embedded.tiny_gemma import make_tiny_gemma
     from .workers.embedded.tiny_model import make_tiny
+    from .workers.group.launcher import PACK_ROOT
+    from .workers.wire.backend import choose_backend
 
+    try:  # a bad COMFYUI_PATH is refused here, before anything is written or any worker starts
+        backend = choose_backend(PACK_ROOT)
+    except ValueError as exc:
+        print(f"ltx2-mgpu demo: {exc}", file=sys.stderr)
+        return 2
+    print(f"backend: {backend.reason}", flush=True)
     _install_standins()
     out = Path(args.out).resolve()
     models = Path(args.models).resolve() if args.models else out / "models"
@@ -73,11 +82,6 @@ def run_demo(args: argparse.Namespace) -> int:
     with _stage("tiny model", timings):
         files = make_tiny(models)
         gemma = make_tiny_gemma(models)
-    from .workers.group.launcher import PACK_ROOT
-    from .workers.wire.backend import choose_backend
-
-    # Refuses a bad COMFYUI_PATH here, before any worker starts.
-    print(f"backend: {choose_backend(PACK_ROOT).reason}", flush=True)
     devices = args.devices
     dtype = "float32" if devices.startswith("cpu") else "bfloat16"
     loader = NODE_CLASS_MAPPINGS["LTX2MGPULoader"]()

@@ -80,3 +80,19 @@ def test_forced_backend(pack, tmp_path, monkeypatch):
     monkeypatch.setenv(ENV_BACKEND, "sometimes")
     with pytest.raises(ValueError, match="not one of auto, comfy, ltxcore"):
         choose_backend(pack)
+
+
+def test_demo_refuses_a_bad_comfyui_path_before_writing_or_starting_anything(
+    pack, tmp_path, monkeypatch, capsys
+):
+    import argparse
+
+    from conftest import worker_children
+    from ltx2_mgpu.demo import run_demo
+
+    monkeypatch.setenv(COMFYUI_PATH_ENV, str(tmp_path / "no-comfyui-here"))
+    out = tmp_path / "demo"
+    status = run_demo(argparse.Namespace(out=str(out), models=None, devices="cpu:2", runs=1))
+    assert status == 2
+    assert "no-comfyui-here" in capsys.readouterr().err
+    assert not out.exists() and worker_children() == []
