@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import torch
 
+from ..engine.comfy.model import ComfyModel
 from ..engine.ltxcore.checkpoint import TRANSFORMER, embeddings_processor_spec
 from ..engine.ltxcore.lora import FuseTarget, LoraFuser, SwitchReport
 from ..engine.ltxcore.model import LoadedModel
@@ -28,7 +29,7 @@ class _FuserEntry:
     fuser: LoraFuser
 
 
-def _loaded(job) -> LoadedModel:
+def _loaded(job) -> LoadedModel | ComfyModel:
     model = job.runtime.state.get("model")
     if model is None:
         raise InputRejected("no model is loaded in the worker group; run the MGPU Loader first")
@@ -65,6 +66,8 @@ def set_loras(job, args: dict) -> dict:
         raise InputRejected(
             f"loras must be a list of [path, strength] pairs, got {args.get('loras')!r}"
         ) from None
+    if isinstance(model, ComfyModel):
+        return _set_comfy_loras(job, model, loras)
     fuser = _fuser(job, model)
     try:
         plan = fuser.plan(_targets(model), loras)
@@ -86,17 +89,42 @@ def set_loras(job, args: dict) -> dict:
         ) from exc
 
 
+def _set_comfy_loras(job, model: ComfyModel, loras: list[tuple[str, float]]) -> dict:
+    from ..engine.comfy.lora import lora_patcher, switch_loras
+
+    try:
+        lora_patcher(model.base_patcher, loras)  # reads and maps every file before any weight changes
+    except ValueError as exc:
+        raise InputRejected(str(exc)) from exc
+    try:
+        return switch_loras(model, loras).as_dict()
+    except Exception as exc:
+        job.runtime.state.pop("model", None)
+        raise RuntimeError(
+            f"switching LoRAs failed part-way ({exc}); the base model was dropped and is loaded again on the next run"
+        ) from exc
+
+
 @op("lora_state")
 def lora_state(job, args: dict) -> dict:
     """Diagnostics: the fused set and a SHA-256 over every transformer and connector parameter's bytes
     (reads every weight: seconds per GB)."""
     model = _loaded(job)
-    entry = job.runtime.state.get(STATE_KEY)
-    active = entry.fuser.active if entry is not None and entry.model() is model else ()
+    if isinstance(model, ComfyModel):
+        active, modules = model.loras, [model.diffusion_model]  # LTX-2's text connectors sit inside it
+    else:
+        entry = job.runtime.state.get(STATE_KEY)
+        active = entry.fuser.active if entry is not None and entry.model() is model else ()
+        modules = [target.module for target in _targets(model)]
+    return {"active": [list(x) for x in active], "fingerprint": weights_fingerprint(modules)}
+
+
+def weights_fingerprint(modules: list[torch.nn.Module]) -> str:
+    """SHA-256 over the name and bytes of every parameter and buffer (fp8 weights are buffers)."""
     digest = hashlib.sha256()
-    for target in _targets(model):
-        tensors = [*target.module.named_parameters(), *target.module.named_buffers()]  # fp8 weights: buffers
+    for module in modules:
+        tensors = [*module.named_parameters(), *module.named_buffers()]
         for name, param in sorted(tensors, key=lambda item: item[0]):
             digest.update(name.encode())
             digest.update(param.detach().cpu().contiguous().view(-1).view(torch.uint8).numpy().tobytes())
-    return {"active": [list(x) for x in active], "fingerprint": digest.hexdigest()}
+    return digest.hexdigest()

@@ -16,14 +16,22 @@ import torch
 
 @dataclass
 class ComfyModel:
-    """One LTX file on one rank. `patcher` is comfy.model_patcher.ModelPatcher (LTXAV inside);
-    `vae` the comfy.sd.VAE of a single-file checkpoint (None for a diffusion-model-only file)."""
+    """One LTX file on one rank. `patcher` is comfy.model_patcher.ModelPatcher (LTXAV inside) with
+    the LoRA set `loras` applied (lora.switch_loras), a clone of `base_patcher` (the file as loaded,
+    no patches; the same object while no LoRA is set); `vae` the comfy.sd.VAE of a single-file
+    checkpoint (None for a diffusion-model-only file)."""
 
     path: Path
     dtype: torch.dtype | None  # None: ComfyUI's own choice (quantized files keep their formats)
     patcher: Any
     vae: Any = None
     extras: dict[str, Any] = field(default_factory=dict)  # audio VAE, upsampler... loaded on demand
+    base_patcher: Any = None  # None at construction: the loaded `patcher`
+    loras: tuple[tuple[str, float], ...] = ()  # ((path, strength), ...) applied, strength-0 ones dropped
+
+    def __post_init__(self) -> None:
+        if self.base_patcher is None:
+            self.base_patcher = self.patcher
 
     @property
     def diffusion_model(self) -> torch.nn.Module:

@@ -1,0 +1,92 @@
+"""LoRA sets on the comfy backend, applied the way ComfyUI's LoraLoader / LoraLoaderModelOnly do.
+
+A set ((path, strength), ...) becomes a chain of ModelPatcher clones of the rank's base patcher, one
+clone per LoRA with strength != 0, each made as comfy.sd.load_lora_for_models makes it (the file read
+by comfy.utils.load_torch_file, keys mapped by comfy.lora.model_lora_keys_unet, converted by
+comfy.lora_convert.convert_lora, patches from comfy.lora.load_lora added with add_patches). Loading
+that clone with comfy.model_management.load_models_gpu is what makes its weights live: every clone of
+one base shares the base's torch module and its `backup` of clean weights, so ComfyUI first restores
+the weights the previous clone patched (bit for bit, from the backup) and then patches the new set.
+The base is never reloaded; switching to no LoRA loads the base patcher itself (no patches).
+
+Memory, as in native ComfyUI: the backup holds a copy of every patched weight on the patcher's
+offload device (host RAM for GPU ranks: up to the whole transformer per rank for the distilled LoRA,
+which touches every block Linear); CPU ranks keep the original tensors without a copy.
+
+Import only after bootstrap.import_comfyui.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from ..ltxcore.lora import LoraSpec, SwitchReport, active_loras
+from .model import ComfyModel
+
+_log = logging.getLogger(__name__)
+
+
+def patch_lora(patcher: Any, path: str | Path, strength: float) -> tuple[Any, int, int]:
+    """A clone of `patcher` with the LoRA at `path` added at `strength`, as load_lora_for_models does
+    for the model side (strength_clip 0). Returns (clone, weights patched, LoRA patches that fit no
+    weight of this model). Raises ValueError naming the file when it changes nothing in this model."""
+    import comfy.lora
+    import comfy.lora_convert
+    import comfy.utils
+
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"LoRA {path} does not exist on this machine")
+    tensors = comfy.utils.load_torch_file(str(path), safe_load=True)
+    key_map = comfy.lora.model_lora_keys_unet(patcher.model, {})
+    loaded = comfy.lora.load_lora(comfy.lora_convert.convert_lora(tensors), key_map)
+    clone = patcher.clone()
+    patched = clone.add_patches(loaded, strength)
+    if not patched:
+        example = next(iter(sorted(tensors)), "(no tensors)")
+        raise ValueError(
+            f"LoRA {path.name} changes no weight of this model: its keys look like {example!r}; an LTX-2 "
+            "LoRA names weights like 'diffusion_model.transformer_blocks.0.attn1.to_q.lora_A.weight'"
+        )
+    return clone, len(patched), len(loaded) - len(patched)
+
+
+def lora_patcher(base: Any, loras: Iterable[tuple[str, float]]) -> tuple[Any, int, int]:
+    """The patcher for a whole set: base, then one clone per active LoRA in order (as a chain of
+    LoraLoaderModelOnly nodes builds it). Returns (patcher, weights patched, unused patches)."""
+    patcher, unused = base, 0
+    for path, strength in active_loras(loras):
+        patcher, _, not_loaded = patch_lora(patcher, path, strength)
+        unused += not_loaded
+    return patcher, len(patcher.patches), unused
+
+
+def switch_loras(model: ComfyModel, loras: Iterable[tuple[str, float]]) -> SwitchReport:
+    """Make `model.patcher` the base with `loras` applied and its weights live on the rank's device.
+
+    Files are checked (read, mapped) before any weight changes, so a rejected set leaves the current
+    one in place. An error while ComfyUI patches leaves the weights unknown: the caller drops the model.
+    """
+    import comfy.model_management as mm
+
+    key: LoraSpec = active_loras(loras)
+    if key == model.loras:
+        return SwitchReport(changed=False)
+    start = time.perf_counter()
+    patcher, patched, unused = lora_patcher(model.base_patcher, key)
+    restored = len(model.patcher.patches)
+    mm.load_models_gpu([patcher], force_full_load=True)
+    model.patcher, model.loras = patcher, key
+    fused_bytes = sum(_numel_bytes(patcher, name) for name in patcher.patches)
+    return SwitchReport(True, restored, patched, fused_bytes, time.perf_counter() - start, unused)
+
+
+def _numel_bytes(patcher: Any, name: str) -> int:
+    import comfy.utils
+
+    weight = comfy.utils.get_attr(patcher.model, name)
+    return weight.numel() * weight.element_size()
