@@ -18,6 +18,11 @@ from .loader import CATEGORY
 
 FOLDER = "text_encoders"
 PROJECTION_KEY = "text_embedding_projection.aggregate_embed.weight"
+# LTX-2.3's projection (comfy/text_encoders/lt.py DualLinearProjection; the comfy backend serves it).
+DUAL_PROJECTION_KEYS = (
+    "text_embedding_projection.video_aggregate_embed.weight",
+    "text_embedding_projection.audio_aggregate_embed.weight",
+)
 # HF-style folders are listed as "<relative folder>/" (ComfyUI lists files only); how deep to look.
 MAX_FOLDER_DEPTH = 2
 
@@ -62,12 +67,17 @@ def resolve_text_encoder(name: str) -> Path:
 
 
 def projection_width(checkpoint: str | Path) -> int:
-    """C of the conditioning [1, n, C]: the output width of the checkpoint's text projection."""
-    shape = read_safetensors_header(checkpoint).shapes.get(PROJECTION_KEY)
+    """C of the conditioning [1, n, C]: the output width of the checkpoint's text projection (LTX-2.3's
+    dual projection: video and audio widths together, as ComfyUI concatenates them)."""
+    shapes = read_safetensors_header(checkpoint).shapes
+    dual = [shapes.get(key) for key in DUAL_PROJECTION_KEYS]
+    if all(shape is not None and len(shape) == 2 for shape in dual):
+        return sum(int(shape[0]) for shape in dual)
+    shape = shapes.get(PROJECTION_KEY)
     if shape is None or len(shape) != 2:
         raise ValueError(
             f"the checkpoint {Path(checkpoint).name} has no {PROJECTION_KEY}; MGPU Text Encode needs an LTX-2 "
-            "checkpoint with its single text projection (LTX-2 19B files and the tiny model have one)"
+            "checkpoint with its text projection (LTX-2 19B and 2.3 files and the tiny model have one)"
         )
     return int(shape[0])
 

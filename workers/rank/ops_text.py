@@ -28,10 +28,12 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
+from ..engine.comfy.model import ComfyModel
 from ..text.gemma3 import COMPUTE_DTYPE, GemmaSegment, SequenceContext
-from ..text.text_encoder import GemmaFiles, feature_dtype, load_segment, open_gemma, text_features
+from ..text.text_encoder import GemmaFiles, feature_dtype, load_segment, open_gemma
 from ..text.text_tokenizer import PAD_ID, padded_length
 from .ops import InputRejected, op
+from .text_heads import comfy_text_head, gemma_dtype, project
 
 PLACEMENTS = ("auto", "layers", "replicas")
 STATE_KEY = "text_encoder"
@@ -61,10 +63,13 @@ def file_stamp(path: Path) -> tuple:
     return tuple((str(f), f.stat().st_size, f.stat().st_mtime_ns) for f in files)
 
 
-def _projection(job) -> torch.nn.Linear:
+def _projection(job, files: GemmaFiles):
+    """The text projection: the ltx-core model's Linear, or ComfyUI's head (text_heads.py)."""
     model = job.runtime.state.get("model")
     if model is None:
         raise InputRejected("no model is loaded in the worker group; run the MGPU Loader first")
+    if isinstance(model, ComfyModel):
+        return comfy_text_head(job, model, files)
     extractor = getattr(model.processor, "feature_extractor", None)
     projection = getattr(extractor, "aggregate_embed", None)
     if not isinstance(projection, torch.nn.Linear):
@@ -83,7 +88,7 @@ class EncodeRequest:
     files: GemmaFiles
     stamp: tuple
     placement: str
-    projection: torch.nn.Linear
+    projection: torch.nn.Linear  # or engine.comfy.text_projection.ComfyTextHead on the comfy backend
 
 
 def _validate(job, args: dict) -> EncodeRequest:
@@ -103,7 +108,7 @@ def _validate(job, args: dict) -> EncodeRequest:
             files = open_gemma(path)
         except ValueError as exc:
             raise InputRejected(str(exc)) from exc
-    projection = _projection(job)
+    projection = _projection(job, files)
     config = files.config
     if projection.in_features != config.feature_width:
         raise InputRejected(
@@ -209,7 +214,7 @@ def _resident(job, request: EncodeRequest) -> tuple[ResidentEncoder, bool]:
     """The encoder this job runs on: the resident one when it matches, else loaded now (collective)."""
     rt = job.runtime
     files, stamp, wanted = request.files, request.stamp, request.placement
-    dtype = rt.state["model"].dtype
+    dtype = gemma_dtype(rt.state["model"], files)
     current: ResidentEncoder | None = rt.state.get(STATE_KEY)
     if current is not None and current.stamp == stamp and current.dtype == dtype:
         if wanted in ("auto", current.placement) or job.world_size == 1:  # one rank: both are the same
@@ -247,7 +252,7 @@ def _encode_replicas(job, encoder: ResidentEncoder, prompts, outputs, projection
         job.check_cancel()
         p = r * world + rank
         if p < len(prompts):
-            outputs[p].copy_(text_features(_run_whole(encoder, prompts[p], device), projection, dtype))
+            outputs[p].copy_(project(_run_whole(encoder, prompts[p], device), projection, dtype))
         job.progress(min(len(prompts), (r + 1) * world), len(prompts))
 
 
@@ -286,7 +291,7 @@ def _encode_layers(job, encoder: ResidentEncoder, prompts, outputs, projection, 
             start, stop = encoder.blocks[src]
             count = stop - start + (1 if stop == config.num_layers else 0)
             states.extend(_recv((count, 1, n, config.hidden_size), src, device).unbind(0))
-        outputs[p].copy_(text_features(states, projection, dtype))
+        outputs[p].copy_(project(states, projection, dtype))
         job.progress(p + 1, len(prompts))
 
 
