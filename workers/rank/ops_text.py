@@ -75,7 +75,7 @@ def _projection(job, files: GemmaFiles):
     if not isinstance(projection, torch.nn.Linear):
         raise InputRejected(
             f"the checkpoint {model.path.name} has no single text projection (text_embedding_projection."
-            "aggregate_embed); its text path (LTX-2.3's dual projection) is not supported by MGPU Text Encode"
+            "aggregate_embed); LTX-2.3's dual projection is served on the comfy backend (inside ComfyUI), not on ltx-core"
         )
     return projection
 
