@@ -90,14 +90,18 @@ def set_loras(job, args: dict) -> dict:
 
 
 def _set_comfy_loras(job, model: ComfyModel, loras: list[tuple[str, float]]) -> dict:
-    from ..engine.comfy.lora import lora_patcher, switch_loras
+    from ..engine.comfy.lora import apply_loras, plan_loras
 
     try:
-        lora_patcher(model.base_patcher, loras)  # reads and maps every file before any weight changes
+        plan = plan_loras(model, loras)  # reads and maps every file before any weight changes
     except ValueError as exc:
         raise InputRejected(str(exc)) from exc
+    if plan is None:
+        return SwitchReport(changed=False).as_dict()
+    if plan.unused and job.rank == 0:  # ComfyUI logs each as "lora key not loaded"
+        _log.warning("LoRA set %s: %d patches change nothing in this checkpoint", plan.key, plan.unused)
     try:
-        return switch_loras(model, loras).as_dict()
+        return apply_loras(model, plan).as_dict()
     except Exception as exc:
         job.runtime.state.pop("model", None)
         raise RuntimeError(

@@ -18,16 +18,14 @@ Import only after bootstrap.import_comfyui.
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..ltxcore.lora import LoraSpec, SwitchReport, active_loras
 from .model import ComfyModel
-
-_log = logging.getLogger(__name__)
 
 
 def patch_lora(patcher: Any, path: str | Path, strength: float) -> tuple[Any, int, int]:
@@ -65,24 +63,44 @@ def lora_patcher(base: Any, loras: Iterable[tuple[str, float]]) -> tuple[Any, in
     return patcher, len(patcher.patches), unused
 
 
-def switch_loras(model: ComfyModel, loras: Iterable[tuple[str, float]]) -> SwitchReport:
-    """Make `model.patcher` the base with `loras` applied and its weights live on the rank's device.
+@dataclass(frozen=True)
+class LoraPlan:
+    """A checked switch: `key` the new set, `patcher` its ModelPatcher (not yet live), `patched` the
+    weights it patches, `unused` LoRA patches that fit no weight of this model."""
 
-    Files are checked (read, mapped) before any weight changes, so a rejected set leaves the current
-    one in place. An error while ComfyUI patches leaves the weights unknown: the caller drops the model.
-    """
-    import comfy.model_management as mm
+    key: LoraSpec
+    patcher: Any
+    patched: int
+    unused: int
 
+
+def plan_loras(model: ComfyModel, loras: Iterable[tuple[str, float]]) -> LoraPlan | None:
+    """Read and map every file of the set (no weight changes). None when that set is already live.
+    Raises ValueError naming a file that is missing or changes nothing in this model."""
     key: LoraSpec = active_loras(loras)
     if key == model.loras:
-        return SwitchReport(changed=False)
-    start = time.perf_counter()
+        return None
     patcher, patched, unused = lora_patcher(model.base_patcher, key)
+    return LoraPlan(key, patcher, patched, unused)
+
+
+def apply_loras(model: ComfyModel, plan: LoraPlan) -> SwitchReport:
+    """Make `plan`'s patcher live on the rank's device and `model.patcher`. An error here leaves the
+    weights unknown: the caller drops the model."""
+    import comfy.model_management as mm
+
+    start = time.perf_counter()
     restored = len(model.patcher.patches)
-    mm.load_models_gpu([patcher], force_full_load=True)
-    model.patcher, model.loras = patcher, key
-    fused_bytes = sum(_numel_bytes(patcher, name) for name in patcher.patches)
-    return SwitchReport(True, restored, patched, fused_bytes, time.perf_counter() - start, unused)
+    mm.load_models_gpu([plan.patcher], force_full_load=True)
+    model.patcher, model.loras = plan.patcher, plan.key
+    fused_bytes = sum(_numel_bytes(plan.patcher, name) for name in plan.patcher.patches)
+    return SwitchReport(True, restored, plan.patched, fused_bytes, time.perf_counter() - start, plan.unused)
+
+
+def switch_loras(model: ComfyModel, loras: Iterable[tuple[str, float]]) -> SwitchReport:
+    """plan_loras + apply_loras (in-process use)."""
+    plan = plan_loras(model, loras)
+    return SwitchReport(changed=False) if plan is None else apply_loras(model, plan)
 
 
 def _numel_bytes(patcher: Any, name: str) -> int:

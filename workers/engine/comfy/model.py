@@ -17,7 +17,7 @@ import torch
 @dataclass
 class ComfyModel:
     """One LTX file on one rank. `patcher` is comfy.model_patcher.ModelPatcher (LTXAV inside) with
-    the LoRA set `loras` applied (lora.switch_loras), a clone of `base_patcher` (the file as loaded,
+    the LoRA set `loras` applied (lora.apply_loras), a clone of `base_patcher` (the file as loaded,
     no patches; the same object while no LoRA is set); `vae` the comfy.sd.VAE of a single-file
     checkpoint (None for a diffusion-model-only file)."""
 
