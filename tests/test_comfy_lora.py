@@ -77,7 +77,7 @@ def set_loras(group, chain: tuple[tuple[Path, float], ...]) -> dict:
 def test_each_lora_set_is_native_lora_loader_bit_for_bit(make_group, lora_files, native, workers):
     a, b = lora_files["lora"], lora_files["alpha"]  # rank 4; rank 8 with alpha 4
     group = make_group(f"cpu:{workers}")
-    load(group, lora_files["checkpoint"], "auto")  # ComfyUI's own dtype choice, as CheckpointLoaderSimple
+    load(group, lora_files["checkpoint"], "float32")  # what CheckpointLoaderSimple picks on the CPU
     assert state(group) == ([], native(()))
     sequence = [((a, 1.0),), ((b, 0.7),), (), ((a, 1.0), (b, -0.5)), ((a, 0.0), (b, 0.0)), ((a, 1.0),)]
     for chain in sequence:
@@ -110,7 +110,7 @@ def test_a_lora_that_fits_nothing_is_refused_and_the_set_stays(make_group, lora_
     stray = tmp_path / "for-another-model.safetensors"
     save_file({"lora_unet_down_blocks_0.lora_down.weight": torch.zeros(4, 8)}, str(stray))
     group = make_group("cpu:1")
-    load(group, lora_files["checkpoint"], "auto")
+    load(group, lora_files["checkpoint"], "float32")
     set_loras(group, ((lora_files["lora"], 1.0),))
     before = state(group)
     with pytest.raises(JobInputError, match=r"for-another-model\.safetensors changes no weight"):

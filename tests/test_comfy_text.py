@@ -124,7 +124,7 @@ def encode_in_group(
 def load_comfy(group, checkpoint: Path) -> None:
     args = {
         "checkpoint": str(checkpoint),
-        "dtype": "auto",
+        "dtype": "bfloat16",
         "backend": "comfy",
         "comfyui_root": str(comfyui_root()),
     }

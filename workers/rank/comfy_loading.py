@@ -2,8 +2,9 @@
 ComfyUI's own checkpoint loader (workers/engine/comfy/). Called from ops_model.load_model when the
 request names backend "comfy".
 
-args: checkpoint (path), dtype (a DTYPES name, or "auto" for ComfyUI's own choice, which keeps a
-quantized file's formats), comfyui_root (the folder the UI side decided, wire/comfyui_root.py).
+args: checkpoint (path), dtype (a DTYPES name), comfyui_root (the folder the UI side decided,
+wire/comfyui_root.py). The same arguments as the SP branch's ops_comfy.load_comfy, which replaces
+this module when both land.
 """
 
 from __future__ import annotations
@@ -19,21 +20,19 @@ from ..engine.ltxcore.model import DTYPES
 from ..wire.comfyui_root import ComfyUIUnusable, check_comfyui_root
 from .ops import InputRejected
 
-AUTO_DTYPE = "auto"
-
 
 def load_comfy_model(job, args: dict) -> dict:
     """Load `checkpoint` as ComfyUI's CheckpointLoaderSimple does, on this rank's device (skipped when
     the same file and dtype are loaded). The LoRA set starts empty (ops_lora switches it)."""
     path = Path(str(args["checkpoint"]))
-    dtype_name = str(args.get("dtype", AUTO_DTYPE))
-    if dtype_name != AUTO_DTYPE and dtype_name not in DTYPES:
+    dtype_name = str(args.get("dtype", "bfloat16"))
+    if dtype_name not in DTYPES:
         raise InputRejected(
-            f"weight dtype {dtype_name!r} is not supported; choose {AUTO_DTYPE} or one of {', '.join(DTYPES)}"
+            f"weight dtype {dtype_name!r} is not supported; choose one of {', '.join(DTYPES)}"
         )
     if not path.is_file():
         raise InputRejected(f"checkpoint {path} does not exist on this machine")
-    dtype = None if dtype_name == AUTO_DTYPE else DTYPES[dtype_name]
+    dtype = DTYPES[dtype_name]
     rt = job.runtime
     try:
         import_comfyui(check_comfyui_root(str(args.get("comfyui_root", ""))), rt.device)
