@@ -31,12 +31,7 @@ class _SingleRank:
 
 @op("load_model")
 def load_model(job, args: dict) -> dict:
-    """Load `checkpoint` in `dtype` on every rank (skipped when the same file and dtype are loaded).
-    backend "comfy": through ComfyUI's own loader (comfy_loading.py)."""
-    if args.get("backend") == "comfy":
-        from .comfy_loading import load_comfy_model  # imports ComfyUI's model side: only when asked
-
-        return load_comfy_model(job, args)
+    """Load `checkpoint` in `dtype` on every rank (skipped when the same file and dtype are loaded)."""
     path = Path(str(args["checkpoint"]))
     dtype_name = str(args.get("dtype", "bfloat16"))
     if dtype_name not in DTYPES:
