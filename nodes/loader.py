@@ -121,7 +121,6 @@ class LTX2MGPULoader:
             for name, on in (
                 ("compile_blocks", compile_blocks),
                 ("fp8_matmul", fp8_matmul),
-                ("LoRAs", lora_name != NO_LORA and lora_strength != 0),
             )
             if on
         )

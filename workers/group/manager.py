@@ -68,7 +68,7 @@ ProgressFn = Callable[[int, int, dict], None]
 def for_op(model: MGPUModel, op: str) -> MGPUModel:
     """The recipe an op runs on: commands not yet served by the comfy backend run on ltx-core (the
     group then loads the file there; a log line says so once per op)."""
-    if model.backend != BACKEND_COMFY or (op in COMFY_OPS and not active_loras(model.loras)):
+    if model.backend != BACKEND_COMFY or op in COMFY_OPS:
         return model
     if op not in _logged_ltxcore_ops:
         _logged_ltxcore_ops.add(op)
@@ -136,8 +136,7 @@ class GroupManager:
                         self._group = None
                     raise
                 # A reused worker model may still hold LoRAs from before: the first sync finds out.
-                # The comfy backend loads the file as it is (LoRAs run on ltx-core for now).
-                self._loaded, self._loras = base, (() if model.backend == BACKEND_COMFY else None)
+                self._loaded, self._loras = base, None
             if with_loras and self._loras != active_loras(model.loras):
                 self._switch_loras(group, active_loras(model.loras), should_cancel)
             return group
