@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import time
 import types
 
 import pytest
@@ -23,9 +24,11 @@ from ltx2_mgpu.nodes import vae_decode as vae_decode_node
 from ltx2_mgpu.nodes.vae_decode import LTX2DistributedVAEDecode
 from ltx2_mgpu.workers.embedded.tiny_model import tiny_checkpoint_config
 from ltx2_mgpu.workers.engine.ltxcore import checkpoint
+from ltx2_mgpu.workers.group.client import output_slot
 from ltx2_mgpu.workers.group.manager import MGPUModel
 from ltx2_mgpu.workers.rank.vae_outputs import audio_output, image_shape
 from ltx2_mgpu.workers.strategies.vae_tiles import MAX_AUTO_TILE_CELLS, TilePlan, TileSettings, make_plan
+from ltx2_mgpu.workers.wire.errors import JobInputError
 
 TOLERANCE = 1e-5
 # 2 x 2 x 2 tiles on a [.., 4, 4, 6] latent: two causal temporal chunks, overlaps on every axis.
@@ -304,6 +307,51 @@ def test_errors_say_what_to_change_and_cancel_keeps_the_group(manager, tiny_path
     assert manager.group is not None and manager.group.is_alive
     image, _ = node.decode(model, {"samples": video}, 64, 0, 16, 8)
     assert torch.isfinite(image).all()
+
+
+def test_a_latent_too_small_to_decode_is_refused_at_once_and_the_group_keeps_its_model(manager, tiny_path):
+    """Issue 20 item 3: a 1 x 1-cell latent failed inside the one rank that got its tile; the other
+    waited, so the group was stopped after 10 s and the model reloaded. Now the node refuses it before
+    any work, and a rank-side refusal (the node's check bypassed) is alike on every rank: recoverable
+    within 1 s, same workers, no reload."""
+    node = LTX2DistributedVAEDecode()
+    model = MGPUModel.create(tiny_path, devices="cpu:2", dtype="float32")
+    node.decode(model, {"samples": torch.randn(1, 128, 2, 2, 2)})  # starts the group, loads the decoder
+    group = manager.group
+    pids = group.pids
+    ops: list[str] = []
+    real_run = group.run
+
+    def recording_run(op, *args, **kwargs):
+        ops.append(op)
+        return real_run(op, *args, **kwargs)
+
+    group.run = recording_run
+    smallest = r"the VAE decodes at least 2 x 2 cells \(64 x 64 px\)\. Make the video at least 64 px"
+    for shape in ((1, 128, 1, 1, 1), (1, 128, 2, 1, 3)):
+        t0 = time.monotonic()
+        with pytest.raises(ValueError, match=smallest):
+            node.decode(model, {"samples": torch.randn(*shape)})
+        assert time.monotonic() - t0 < 1.0
+    assert ops == [], "refused by the node before any job"
+    video = torch.randn(1, 128, 1, 1, 1)
+    args = {
+        "video": video,
+        "audio": None,
+        "tiles": dataclasses.asdict(TileSettings()),
+        "out_image": output_slot(image_shape(tuple(video.shape)), torch.float32),
+        "out_audio": None,
+    }
+    t0 = time.monotonic()
+    with pytest.raises(JobInputError, match=smallest):
+        manager.run(model, "vae_decode", args)
+    error_s = time.monotonic() - t0
+    print(f"rank-side refusal of a 1 x 1 latent on 2 ranks: {error_s:.3f} s")
+    assert error_s < 1.0
+    image, _ = node.decode(model, {"samples": torch.randn(1, 128, 2, 2, 2)})
+    assert manager.group is group and group.pids == pids, "the workers were restarted"
+    assert ops == ["vae_decode", "vae_decode"], f"the model was loaded again: {ops}"
+    check_image(image, (9, 64, 64, 3))
 
 
 # ----- on the device machine ---------------------------------------------------------------------
