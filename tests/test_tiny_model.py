@@ -284,6 +284,31 @@ def test_loaders_refuse_pickle_and_garbage(tmp_path: Path) -> None:
         checkpoint.load_vocoder(tmp_path / "absent.safetensors", "cpu")
 
 
+def test_a_truncated_file_is_refused_with_its_name_before_any_worker_starts(
+    tiny: TinyModelFiles, tmp_path: Path
+) -> None:
+    """Issue 20 item 4: a checkpoint cut short (an interrupted download) reached the user as
+    safetensors' "incomplete metadata, file not fully covered", without the file's name."""
+    from ltx2_mgpu.workers.manager import GroupManager, MGPUModel
+
+    data = tiny.checkpoint.read_bytes()
+    truncated = tmp_path / "ltx-2-truncated.safetensors"
+    truncated.write_bytes(data[: len(data) // 2])
+    expected = (
+        rf"ltx-2-truncated\.safetensors is incomplete: its header describes {len(data):,} bytes but the file has "
+        rf"{len(data) // 2:,} .* download the file again"
+    )
+    with pytest.raises(ValueError, match=expected):
+        checkpoint.describe_checkpoint(truncated)
+    with pytest.raises(ValueError, match=expected):
+        checkpoint.load_video_decoder(truncated, "cpu")
+    manager = GroupManager()
+    with pytest.raises(ValueError, match=expected):
+        manager.acquire(MGPUModel.create(truncated, devices="cpu:2", dtype="float32"))
+    assert manager.group is None, "refused before any worker started"
+    checkpoint.describe_checkpoint(tiny.checkpoint)  # a complete file passes
+
+
 def test_loader_names_a_missing_tensor(tiny: TinyModelFiles, tmp_path: Path) -> None:
     removed = "model.diffusion_model.transformer_blocks.1.audio_to_video_attn.to_k.weight"
     broken = _rewrite(tiny.checkpoint, tmp_path / "broken.safetensors", {removed: None})

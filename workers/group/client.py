@@ -342,7 +342,10 @@ class WorkerGroup:
             if first["error_type"] == "input":
                 raise JobInputError(first["message"], job_id=job_id, cause_type="input")
             raise JobError(
-                f"the job failed on every worker: {first['error_type']}: {first['message']}",
+                f"the workers' {first.get('op', 'job')!r} command failed on every worker with "
+                f"{first['error_type']}: {first['message']}. The workers and the loaded model were kept; "
+                "the traceback is in the console. Check this node's inputs and files; if they are right, "
+                "report this message with the console output.",
                 job_id=job_id,
                 cause_type=first["error_type"],
             )
@@ -362,7 +365,8 @@ def _out_of_step(failures: dict[int, dict], job_id: int) -> GroupOutOfStep:
         hint = " Lower the resolution or frame count, use more GPUs, or free memory used by other programs."
     return GroupOutOfStep(
         f"worker rank {rank} failed: {f['error_type']}: {f['message']}.{hint} The other workers could not "
-        f"continue, so the worker group was stopped; the next run starts a fresh one.",
+        f"continue, so the worker group was stopped; the next run starts a fresh one. The traceback is in "
+        "the console.",
         rank=rank,
         job_id=job_id,
     )

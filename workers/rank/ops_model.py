@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import torch
+from safetensors import SafetensorError
 
 from ...kernels import make_head_exchange
 from ..engine.ltxcore.fp8_linear import check_fp8_matmul
@@ -83,6 +84,11 @@ def load_model(job, args: dict) -> dict:
         )
     except ValueError as exc:
         raise InputRejected(str(exc)) from exc
+    except (SafetensorError, OSError) as exc:  # the header was fine (checked first); the data is not
+        raise InputRejected(
+            f"checkpoint {path} could not be read ({type(exc).__name__}: {exc}). The file is damaged or was "
+            "changed while loading; download or copy it again."
+        ) from exc
     model.transformer.set_compiled(compiled)
     rt.state["model"] = model
     return {"reused": False, **_summary(model)}

@@ -7,6 +7,7 @@ cancel is agreed by all ranks at a step boundary (`JobContext.check_cancel`).
 
 from __future__ import annotations
 
+import logging
 import os
 import traceback
 from dataclasses import dataclass, field
@@ -20,6 +21,8 @@ import torch.distributed as dist
 
 from ..wire import protocol
 from .ops import OPS, Cancelled, InputRejected, load_all
+
+_log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -152,20 +155,32 @@ class Runtime:
             result = handler(job, protocol.attach_tensors(args))
             self.send({"kind": "done", "job_id": job_id, "rank": self.rank, "result": result or {}})
         except Cancelled as exc:
-            self._send_failure(job_id, exc, error_type="cancelled", recoverable=True)
+            self._send_failure(job_id, op, exc, error_type="cancelled", recoverable=True)
         except InputRejected as exc:
-            self._send_failure(job_id, exc, error_type="input", recoverable=True)
+            self._send_failure(job_id, op, exc, error_type="input", recoverable=True)
         except Exception as exc:  # reported, then the client decides whether the group survives
-            self._send_failure(job_id, exc, error_type=type(exc).__name__, recoverable=False)
+            # The traceback is for the console (the worker's stderr is ComfyUI's); the user's
+            # message carries the cause only (client.py).
+            _log.error(
+                "[LTX2 MultiGPU] rank %d (%s): command %r failed:\n%s",
+                self.rank,
+                self.device,
+                op,
+                "".join(traceback.format_exception(exc)).rstrip(),
+            )
+            self._send_failure(job_id, op, exc, error_type=type(exc).__name__, recoverable=False)
         finally:
             if self.device.type == "cuda":
                 torch.cuda.empty_cache()
 
-    def _send_failure(self, job_id: int, exc: BaseException, *, error_type: str, recoverable: bool) -> None:
+    def _send_failure(
+        self, job_id: int, op: str, exc: BaseException, *, error_type: str, recoverable: bool
+    ) -> None:
         self.send(
             {
                 "kind": "failed",
                 "job_id": job_id,
+                "op": op,
                 "rank": self.rank,
                 "error_type": error_type,
                 "message": str(exc),

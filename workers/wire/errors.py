@@ -7,11 +7,21 @@ Fatal: a rank died, hung, or failed alone. The group is stopped; the next job st
 
 from __future__ import annotations
 
+# ComfyUI's error dialog names the type as `module.qualname` (execution.py full_type_name). A pack is
+# imported under its folder path, so the real module would read as a path
+# (".../ComfyUI-LTX2-MultiGPU.workers.errors.JobError"); every class here shows a short stable name
+# instead. Nothing pickles these errors (workers report plain dicts), so the module need not import.
+PUBLIC_MODULE = "LTX2MultiGPU"
+
 
 class WorkerGroupError(RuntimeError):
     """Base of every error the group reports. `rank` is None when the whole group is meant."""
 
     fatal = False
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.__module__ = PUBLIC_MODULE
 
     def __init__(self, message: str, *, rank: int | None = None, job_id: int | None = None) -> None:
         super().__init__(message)
@@ -65,3 +75,6 @@ class GroupOutOfStep(WorkerGroupError):
     """Ranks disagreed (one failed, others did not): the group cannot continue and is rebuilt."""
 
     fatal = True
+
+
+WorkerGroupError.__module__ = PUBLIC_MODULE

@@ -132,12 +132,26 @@ def read_safetensors_header(path: PathLike) -> SafetensorsHeader:
     metadata = header.pop("__metadata__", None) or {}
     shapes: dict[str, tuple[int, ...]] = {}
     dtypes: dict[str, str] = {}
+    data_end = 0
     for key, entry in header.items():
         if not isinstance(entry, dict) or "shape" not in entry or "dtype" not in entry:
             raise ValueError(f"{path} is not a safetensors file: header entry {key!r} has no shape/dtype")
         shapes[key] = tuple(int(d) for d in entry["shape"])
         dtypes[key] = str(entry["dtype"])
+        data_end = max([data_end, *(int(o) for o in entry.get("data_offsets", ()))])
+    _check_complete(path, size_bytes, 8 + header_bytes + data_end)
     return SafetensorsHeader(path=path, shapes=shapes, dtypes=dtypes, metadata=dict(metadata))
+
+
+def _check_complete(path: Path, size_bytes: int, declared_bytes: int) -> None:
+    """A file shorter than its header declares is a download or copy cut short; safetensors itself
+    would only say "incomplete metadata, file not fully covered", without the file's name."""
+    if size_bytes < declared_bytes:
+        raise ValueError(
+            f"{path} is incomplete: its header describes {declared_bytes:,} bytes but the file has "
+            f"{size_bytes:,} ({declared_bytes - size_bytes:,} missing). The download or copy was cut short; "
+            "download the file again (or wait until the copy finishes)."
+        )
 
 
 def read_checkpoint_config(path: PathLike) -> dict[str, Any]:
