@@ -15,7 +15,9 @@ GPU: torch._scaled_mm (rowwise) equals the emulation up to fp32 accumulation ord
 
 from __future__ import annotations
 
+import contextlib
 import shutil
+from collections.abc import Iterator
 
 import pytest
 import torch
@@ -32,6 +34,7 @@ from ltx2_mgpu.workers.engine.ltxcore.fp8_linear import (
     SCALED_MM,
     Fp8Linear,
     Fp8Selection,
+    MatmulPath,
     emulated_linear,
     matmul_path,
     quantize_linears,
@@ -235,15 +238,44 @@ def test_loader_fp8_matmul_runs_on_the_workers_and_loras_switch_on_it(manager, f
         check_fits(MGPUModel.create(files["fp8"], devices="cpu:1", dtype="float32", fp8_matmul=True))
 
 
+@contextlib.contextmanager
+def full_fp32_matmul() -> Iterator[None]:
+    """CUDA float32 matmuls without TF32 inside, the flag as it was afterwards. Not monkeypatch:
+    `torch.backends.cuda.matmul` serves allow_tf32 through __getattr__, so monkeypatch's undo deletes
+    the attribute instead of restoring it and errors at teardown (torch 2.11+)."""
+    matmul = torch.backends.cuda.matmul
+    before = matmul.allow_tf32
+    matmul.allow_tf32 = False
+    try:
+        yield
+    finally:
+        matmul.allow_tf32 = before
+
+
+def test_full_fp32_matmul_restores_the_tf32_flag():
+    matmul = torch.backends.cuda.matmul
+    before = matmul.allow_tf32
+    for start in (True, False):
+        matmul.allow_tf32 = start
+        with full_fp32_matmul():
+            assert matmul.allow_tf32 is False
+        assert matmul.allow_tf32 is start
+    matmul.allow_tf32 = before
+
+
 @pytest.mark.gpu
-def test_scaled_mm_equals_the_emulation_on_cuda(monkeypatch):
+def test_scaled_mm_equals_the_emulation_on_cuda():
     device = torch.device("cuda")
     path = matmul_path(device)
     if torch.cuda.get_device_capability(device) < (8, 9):
         assert path.name == EMULATED and "capability" in path.reason
         pytest.skip(f"no fp8 matmul on this GPU: {path.reason}")
     assert path.name == SCALED_MM, path.reason
-    monkeypatch.setattr(torch.backends.cuda.matmul, "allow_tf32", False)  # the emulation: true float32
+    with full_fp32_matmul():  # the emulation: true float32
+        _check_scaled_mm_against_emulation(device, path)
+
+
+def _check_scaled_mm_against_emulation(device: torch.device, path: MatmulPath) -> None:
     g = torch.Generator(device=device).manual_seed(0)
     linear = torch.nn.Linear(2048, 4096, device=device, dtype=torch.bfloat16)
     with torch.no_grad():

@@ -12,6 +12,7 @@ from conftest import NestedStandIn, tiny_conditioning
 from ltx2_mgpu.nodes.sp_sampler import LTX2SPSampler
 from ltx2_mgpu.workers.engine.ltxcore.model_forward import ForwardMode
 from ltx2_mgpu.workers.engine.ltxcore.reference import load_in_process, relative_error, sample_in_process
+from ltx2_mgpu.workers.engine.ltxcore.sampling import format_sigmas, validate_sigmas
 from ltx2_mgpu.workers.group.client import output_slot
 from ltx2_mgpu.workers.group.manager import MGPUModel
 
@@ -193,3 +194,16 @@ def test_limits_say_what_to_change_and_group_keeps_working(manager, tiny_path, f
         model, positive, negative, {"samples": video}, sigmas[-3:], "euler", 3.0, 3.0, seed=1
     )
     assert out["samples"].shape == video.shape
+
+
+def test_sigma_errors_print_the_values_as_typed():
+    """Issue 20 item 7: the list printed float32 noise (-0.30000001192092896 for -0.3)."""
+    with pytest.raises(ValueError, match=r"must lie in \[0, 1\], got -0\.3, 0\.909375, 0$"):
+        validate_sigmas(torch.tensor([-0.3, 0.909375, 0.0]))
+    with pytest.raises(
+        ValueError, match=r"must not increase from one step to the next, got 0\.5, 0\.9, 0\.1$"
+    ):
+        validate_sigmas(torch.tensor([0.5, 0.9, 0.1]))
+    assert (
+        format_sigmas(torch.tensor([0.725, 1 / 3, 1e-3], dtype=torch.float64)) == "0.725, 0.33333334, 0.001"
+    )

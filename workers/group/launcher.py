@@ -61,15 +61,10 @@ def parse_devices(spec: str | Sequence[str | int], *, available_gpus: int | None
         if text == "cpu" or text.startswith("cpu:"):
             count = _positive_int(text.partition(":")[2] or "1", "CPU rank count")
             return Placement(("cpu",) * count)
-        if text == "0":
-            raise ValueError("'0' reads as a GPU count; to use GPU 0 alone write cuda:0 (or 0, with a comma)")
-        if text.isdigit():
+        if text.isdigit() and text != "0":  # a count; a lone 0 (no count) means GPU 0, as in "0,1"
             count = _positive_int(text, "GPU count")
             if count > gpus:
-                raise ValueError(
-                    f"{count} GPUs were asked for but {gpus} {'is' if gpus == 1 else 'are'} visible. "
-                    f"Choose at most {gpus}, or 'all'."
-                )
+                raise ValueError(f"{count} GPUs were asked for but {_visible(gpus)}. {_choices(gpus)}")
             return Placement(tuple(f"cuda:{i}" for i in range(count)))
         items: Sequence[str | int] = [t for t in text.replace(" ", "").split(",") if t]
     else:
@@ -99,11 +94,21 @@ def _one_device(item: str | int, gpus: int) -> str:
         raise ValueError(f"{item!r} is not a device; use GPU ids like 0 or cuda:0, or cpu")
     index = int(index_text)
     if index >= gpus:
-        visible = f"ids 0..{gpus - 1}" if gpus else "none"
-        raise ValueError(
-            f"GPU {index} does not exist: {gpus} GPUs are visible ({visible}). Pick ids from that range."
-        )
+        raise ValueError(f"GPU {index} does not exist: {_visible(gpus)}. {_choices(gpus)}")
     return f"cuda:{index}"
+
+
+def _visible(gpus: int) -> str:
+    if gpus == 0:
+        return "no GPU is visible to this process"
+    return f"{gpus} GPU{'s' if gpus > 1 else ''} {'are' if gpus > 1 else 'is'} visible (ids 0..{gpus - 1})"
+
+
+def _choices(gpus: int) -> str:
+    cpu = "'cpu:N' runs N workers on the CPU (slow; for trying a workflow)"
+    if gpus == 0:
+        return f"Check CUDA_VISIBLE_DEVICES and the driver (ltx2-mgpu doctor), or use 'cpu:N': {cpu}."
+    return f"Pick ids from that range, a count up to {gpus}, or 'all'; {cpu}."
 
 
 def worker_env(placement: Placement, extra: dict[str, str] | None = None) -> dict[str, str]:
