@@ -9,10 +9,13 @@ from pathlib import Path
 
 
 def _make_tiny(args: argparse.Namespace) -> int:
-    from .workers.embedded.tiny_model import make_tiny
+    from .workers.embedded.tiny_model import LORA_FILE_NAME, make_tiny
+    from .workers.engine.ltxcore.lora import make_tiny_lora
 
     files = make_tiny(Path(args.dir), seed=args.seed)
-    for path in (files.checkpoint, files.spatial_upscaler):
+    # The two-stage workflow's stage 2 takes a LoRA (the distilled one for the released model).
+    lora = make_tiny_lora(Path(args.dir) / LORA_FILE_NAME, files.checkpoint, seed=args.seed)
+    for path in (files.checkpoint, files.spatial_upscaler, lora):
         print(f"{path}  ({path.stat().st_size / 1e6:.1f} MB)")
     try:
         from .workers.text.text_encoder import make_tiny_gemma
@@ -54,7 +57,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     sub = parser.add_subparsers(dest="command", required=True)
 
-    p = sub.add_parser("make-tiny", help="write the embedded tiny LTX-2 (a few MB, random weights) into DIR")
+    p = sub.add_parser(
+        "make-tiny",
+        help="write the embedded tiny LTX-2 (a few MB, random weights), its upscaler, a LoRA and a tiny Gemma into DIR",
+    )
     p.add_argument("dir")
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(func=_make_tiny)

@@ -43,6 +43,8 @@ from ..engine.ltxcore.checkpoint import TEXT_PROJECTION_PREFIX, feature_extracto
 
 CHECKPOINT_FILE_NAME = "ltx2-tiny.safetensors"
 UPSCALER_FILE_NAME = "ltx2-tiny-spatial-upscaler-x2.safetensors"
+# Written by `ltx2-mgpu make-tiny` for the two-stage workflow's stage-2 LoRA (workers/lora.make_tiny_lora).
+LORA_FILE_NAME = "ltx2-tiny-lora.safetensors"
 # Stored dtype; the released LTX-2 files are bf16 too. Halves the files (11.5 MB in all).
 STORAGE_DTYPE = torch.bfloat16
 

@@ -1,0 +1,55 @@
+"""What the README, the docs and the nodes' tooltips tell a user agree with each other and with the
+pack (issue 20 item 8)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from ltx2_mgpu.nodes.loader import LTX2MGPULoader
+
+ROOT = Path(__file__).resolve().parent.parent
+README = (ROOT / "README.md").read_text()
+# The folder users clone into (README) and the name the README gives the pack in ComfyUI.
+PACK_FOLDER = "ComfyUI-LTX2-MultiGPU"
+README_NAME = "LTX-2 MultiGPU"
+# docs/PERFORMANCE.md: compile_blocks' first-call compile on an H200 host.
+COMPILE_TIME = "17-23 s"
+
+
+def section(text: str, title: str) -> str:
+    match = re.search(rf"^## {re.escape(title)}\n(.*?)(?=^## )", text, flags=re.S | re.M)
+    assert match, f"no '## {title}' section"
+    return match.group(1)
+
+
+def test_the_install_section_says_how_to_get_the_command_line():
+    install = section(README, "Install")
+    assert f"python -m pip install -e custom_nodes/{PACK_FOLDER}" in install
+    assert "ltx2-mgpu doctor" in install and "python -m ltx2_mgpu.cli" in install
+
+
+def test_the_template_browser_name_is_the_readmes():
+    locale = json.loads((ROOT / "locales" / "en" / "main.json").read_text())
+    # ComfyUI's frontend titles a pack's example_workflows category with this key (dots as "_").
+    assert locale["templateWorkflows"]["category"][PACK_FOLDER] == README_NAME
+    assert f"template browser (**{README_NAME}**" in README
+    assert f"the nodes appear under **{README_NAME}**" in README
+
+
+def test_compile_time_in_the_tooltip_and_the_docs_agree():
+    tooltip = LTX2MGPULoader.INPUT_TYPES()["optional"]["compile_blocks"][1]["tooltip"]
+    texts = {"tooltip": tooltip, "README.md": README}
+    for doc in ("NODES.md", "DESIGN.md", "PERFORMANCE.md"):
+        texts[doc] = (ROOT / "docs" / doc).read_text()
+    for name, text in texts.items():
+        assert COMPILE_TIME in text, f"{name} does not give the measured compile time"
+        stale = re.findall(r"(?:about a minute|~\s?20 s|about 20 s)[^.]*", text)
+        assert not stale, f"{name}: {stale}"
+
+
+def test_troubleshooting_says_to_separate_an_av_latent_before_savelatent():
+    troubleshooting = section(README, "Troubleshooting")
+    assert "'NestedTensor' object has no attribute 'contiguous'" in troubleshooting
+    assert "LTXVSeparateAVLatent" in troubleshooting
