@@ -225,7 +225,7 @@ def test_workers_exit_when_the_ui_process_dies(tmp_path):
 def test_bad_device_choices_say_what_to_change():
     from ltx2_mgpu.workers.group.launcher import parse_devices
 
-    with pytest.raises(ValueError, match="3 GPUs were asked for but 2 are visible"):
+    with pytest.raises(ValueError, match=r"3 GPUs were asked for but 2 GPUs are visible \(ids 0\.\.1\)"):
         parse_devices("3", available_gpus=2)
     with pytest.raises(
         ValueError, match=r"GPU 5 does not exist: 2 GPUs are visible \(ids 0\.\.1\)\. Pick ids"
