@@ -113,8 +113,9 @@ class LTX2TDPUpscaler:
                     list(TILE_CHOICES),
                     {
                         "default": "auto",
-                        "tooltip": "Tile grid, rows x columns. auto: one tile per GPU in a balanced grid "
-                        "(4 GPUs: 2x2; 2: 1x2 along the longer side; 8: 2x4). More tiles than GPUs run in turns.",
+                        "tooltip": "Tile grid, rows x columns. auto: from the video's size only, tiles of at most 768 px "
+                        "plus overlap (1536x1024: 2x2), so the result does not depend on the GPU count. "
+                        "More tiles than GPUs run in turns.",
                     },
                 ),
                 "overlap": (
@@ -220,7 +221,7 @@ class LTX2TDPUpscaler:
 def node_grid(shape: tuple[int, ...], tiles_h: int, tiles_w: int, overlap: int, model: MGPUModel) -> TileGrid:
     """The grid the workers will use (the preview's output size depends on it); ValueError as theirs."""
     extent = (shape[3], shape[4])
-    return make_grid(extent, resolve_counts(tiles_h, tiles_w, model.world_size, extent, overlap), overlap)
+    return make_grid(extent, resolve_counts(tiles_h, tiles_w, extent, overlap), overlap)
 
 
 NODE_CLASSES = {"LTX2TDPUpscaler": (LTX2TDPUpscaler, "TDP Upscaler")}

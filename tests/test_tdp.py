@@ -82,16 +82,18 @@ def test_impossible_split_names_axis_extent_and_overlap():
         tiled.make_grid((8, 20), (4, 1), 5)
     with pytest.raises(ValueError, match=r"allows at most 3 tiles\. Use fewer tiles along width"):
         tiled.make_grid((20, 8), (1, 4), 5)
+    with pytest.raises(ValueError, match=r"allows at most 1 tile\. Use fewer tiles along height"):
+        tiled.make_grid((6, 8), (2, 1), 5)
 
 
-def test_auto_grid_is_balanced_and_fits():
-    assert [tiled.balanced_grid(n, 32, 48) for n in (1, 2, 3, 4, 6, 8)] == [
-        (1, 1), (1, 2), (1, 3), (2, 2), (2, 3), (2, 4),
-    ]  # fmt: skip
-    assert tiled.balanced_grid(2, 48, 32) == (2, 1)  # portrait: along the longer axis
-    assert tiled.resolve_counts(0, 0, 4, (32, 48), 5) == (2, 2)
-    assert tiled.resolve_counts(0, 0, 8, (4, 48), 5) == (1, 4)  # 2 rows do not fit 4 cells: lowered
-    assert tiled.resolve_counts(3, 1, 8, (32, 48), 5) == (3, 1)
+def test_auto_grid_depends_on_the_latent_only_and_fits():
+    assert tiled.resolve_counts(0, 0, (32, 48), 5) == (2, 2)  # 1024x1536: the template's stage 2
+    assert tiled.resolve_counts(0, 0, (34, 60), 5) == (2, 3)  # 1088x1920
+    assert tiled.resolve_counts(0, 0, (60, 34), 5) == (3, 2)  # portrait
+    assert tiled.resolve_counts(0, 0, (16, 24), 5) == (1, 1)  # 512x768: one tile, the untiled stage
+    assert tiled.resolve_counts(0, 0, (4, 100), 5) == (1, 5)
+    assert tiled.resolve_counts(0, 0, (8, 30), 29) == (1, 1)  # 2 tiles cannot share 29 of 30 cells: lowered
+    assert tiled.resolve_counts(3, 1, (32, 48), 5) == (3, 1)
 
 
 def test_round_robin_allows_more_tiles_than_ranks():
@@ -214,6 +216,26 @@ def test_four_tiles_agree_on_1_2_and_4_ranks_and_audio_is_stage1(manager, tiny, 
 
 
 @pytest.mark.usefixtures("fake_comfy")
+def test_auto_tiles_give_the_same_video_on_1_2_and_3_workers(manager, tiny):
+    """Issue 20 item 6: `auto` (the default of every example workflow) was one tile per worker, so
+    the video changed with the GPU count (1.5e-2 between 1 and 2 workers). Now the grid follows the
+    latent only: 26 cells wide -> 1x2 tiles on any group, the ranks differ only in summing order."""
+    wide = make_stage(tiny, (1, 128, 2, 4, 13))  # upscaled: 8 x 26 cells
+    assert tiled.resolve_counts(0, 0, (8, 26), 2) == (1, 2)
+    node = LTX2TDPUpscaler()
+    results = {}
+    for ranks in (1, 2, 3):
+        kwargs, _ = node_inputs(wide, tiny)
+        model = MGPUModel.create(tiny.checkpoint, devices=f"cpu:{ranks}", dtype="float32")
+        (out,) = node.upscale(model, **{**kwargs, "tiles": "auto"})
+        results[ranks] = out["samples"].tensors[0].clone()
+    scale = float(results[1].abs().max())
+    errors = {r: float((results[r] - results[1]).abs().max()) / scale for r in (2, 3)}
+    print(f"auto tiles, relative max difference to 1 worker: {errors}")
+    assert max(errors.values()) <= RANKS_TOLERANCE, errors
+
+
+@pytest.mark.usefixtures("fake_comfy")
 def test_refusals_say_what_to_change_and_group_keeps_working(manager, tiny, stage):
     node = LTX2TDPUpscaler()
     model = MGPUModel.create(tiny.checkpoint, devices="cpu:2", dtype="float32")
@@ -237,7 +259,7 @@ def test_refusals_say_what_to_change_and_group_keeps_working(manager, tiny, stag
     ):
         node.upscale(small, **kwargs)
     video_only = {"samples": stage.stage1.clone()}
-    (out,) = node.upscale(model, **{**kwargs, "latent": video_only, "tiles": "auto", "sigmas": None})  # 1x2
+    (out,) = node.upscale(model, **{**kwargs, "latent": video_only, "tiles": "auto", "sigmas": None})  # 1x1
     assert out["samples"].shape == (1, 128, 2, 8, 10) and torch.isfinite(out["samples"]).all()
     # TDP ran the transformer unsharded on each rank; sequence parallelism is back afterwards.
     (sp_after,) = LTX2SPSampler().sample(model, *sp_args, "euler", 3.0, 3.0, seed=3)

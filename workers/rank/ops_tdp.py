@@ -178,7 +178,7 @@ def all_reduce_sum(world_size: int) -> Reduce:
 
 
 def validate(
-    args: dict, world_size: int, max_video_tokens: int
+    args: dict, max_video_tokens: int
 ) -> tuple[tiled.TileGrid, tuple[int, ...], PreviewRegion | None]:
     """Everything a user can get wrong, alike on every rank, before any collective (ValueError).
     Returns the grid, the upscaled shape and the preview's region (None: the full run)."""
@@ -208,7 +208,7 @@ def validate(
     up_shape = tiled.upscaled_latent_shape(tuple(video.shape), read_checkpoint_config(args["upscaler"]))
     overlap = int(args["overlap"])
     extent = (up_shape[3], up_shape[4])
-    counts = tiled.resolve_counts(int(args["tiles_h"]), int(args["tiles_w"]), world_size, extent, overlap)
+    counts = tiled.resolve_counts(int(args["tiles_h"]), int(args["tiles_w"]), extent, overlap)
     grid = tiled.make_grid(extent, counts, overlap)
     region = preview_region(
         str(args.get("preview", OFF)), int(args.get("preview_frames", DEFAULT_PREVIEW_FRAMES)), grid, up_shape
@@ -341,9 +341,7 @@ def tdp_upscale(job, args: dict) -> dict:
     rt = job.runtime
     model = loaded_model(job)
     try:
-        grid, up_shape, region = validate(
-            args, job.world_size, int(args.get("max_video_tokens", DEFAULT_MAX_VIDEO_TOKENS))
-        )
+        grid, up_shape, region = validate(args, int(args.get("max_video_tokens", DEFAULT_MAX_VIDEO_TOKENS)))
         out_shape = up_shape if region is None else region.shape
         if tuple(args["out_video"].shape) != out_shape:
             raise ValueError(f"output slot {tuple(args['out_video'].shape)} != result shape {out_shape}")

@@ -20,7 +20,6 @@ all tiles is a partition of unity bit for bit, whatever the counts, sizes and ov
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,9 +29,15 @@ import torch
 # (24-bit significand). The ramp shape moves by at most 2**-13, far below anything visible.
 WEIGHT_BITS = 12
 WEIGHT_ONE = 1 << WEIGHT_BITS
-# tiles_h = tiles_w = AUTO: one tile per rank, the factor pair closest to square (balanced_grid).
-# Lightricks' balanced_tile_split factors the same way but always puts the larger count on the width.
+# tiles_h = tiles_w = AUTO: a grid chosen from the latent's size alone (auto_counts), never from the
+# number of ranks, so a shared workflow gives the same video on 1, 2 or 8 GPUs (issue 20: a grid of one
+# tile per rank changed the result by 1.5e-2 between 1 and 2 workers).
 AUTO = 0
+# Auto tiles are at most this many cells along an axis before the overlap is added: 24 cells = 768 px,
+# the long side of the stage-1 size of LTX-2's two-stage template (768x512), which the model generates
+# whole. So the template's 1536x1024 stage 2 gets 2x2 tiles (the grid bench/bench_tdp.py measures),
+# spread evenly over 1, 2 or 4 GPUs.
+AUTO_TILE_CELLS = 24
 # LTX-2's VAE: one latent cell is 32 x 32 pixels (for messages only).
 PIXELS_PER_CELL = 32
 
@@ -123,6 +128,10 @@ def max_tiles(extent: int, overlap: int) -> int:
     return max(1, extent - overlap)
 
 
+def _tiles(count: int) -> str:
+    return f"{count} tile{'' if count == 1 else 's'}"
+
+
 def split_axis(extent: int, count: int, overlap: int, axis: str) -> tuple[AxisSpan, ...]:
     """`count` spans covering [0, extent), neighbours sharing `overlap` cells (NOTE [tdp tiles]).
 
@@ -140,7 +149,7 @@ def split_axis(extent: int, count: int, overlap: int, axis: str) -> tuple[AxisSp
             f"{count} tiles along {axis} do not fit: the upscaled latent is {extent} cells "
             f"({extent * PIXELS_PER_CELL} px) "
             f"along {axis}, and with an overlap of {overlap} cells every tile needs at least {overlap + 1} "
-            f"cells, which allows at most {max_tiles(extent, overlap)} tiles. Use fewer tiles along {axis} "
+            f"cells, which allows at most {_tiles(max_tiles(extent, overlap))}. Use fewer tiles along {axis} "
             "or a smaller overlap."
         )
     total = extent + overlap * (count - 1)
@@ -180,22 +189,20 @@ def axis_weights(spans: tuple[AxisSpan, ...], extent: int, overlap: int) -> list
     return weights
 
 
-def balanced_grid(world_size: int, extent_h: int, extent_w: int) -> tuple[int, int]:
-    """(tiles_h, tiles_w) with tiles_h * tiles_w = world_size, as square as possible, the larger
-    count along the longer axis: 4 -> 2x2, 2 -> 1x2 (landscape), 3 -> 1x3, 8 -> 2x4, 6 -> 2x3."""
-    small = max(d for d in range(1, math.isqrt(world_size) + 1) if world_size % d == 0)
-    large = world_size // small
-    return (large, small) if extent_h > extent_w else (small, large)
+def auto_counts(extent: tuple[int, int], overlap: int) -> tuple[int, int]:
+    """(tiles_h, tiles_w) for AUTO: per axis ceil(extent / AUTO_TILE_CELLS) tiles, lowered to what fits
+    (NOTE [tdp tiles]). Depends on the latent only: 1536x1024 (48 x 32 cells) -> 2x2, 1920x1088 -> 2x3,
+    768x512 -> 1x1."""
+    return tuple(  # type: ignore[return-value]
+        min(-(-cells // AUTO_TILE_CELLS), max_tiles(cells, overlap)) for cells in extent
+    )
 
 
-def resolve_counts(
-    tiles_h: int, tiles_w: int, world_size: int, extent: tuple[int, int], overlap: int
-) -> tuple[int, int]:
-    """Counts as asked, or for AUTO (both 0) a balanced grid over the group, each axis lowered to
-    what fits (NOTE [tdp tiles]); a lowered auto grid leaves some ranks idle rather than failing."""
+def resolve_counts(tiles_h: int, tiles_w: int, extent: tuple[int, int], overlap: int) -> tuple[int, int]:
+    """Counts as asked, or for AUTO (both 0) the latent's auto grid (`auto_counts`). Tiles are dealt
+    round-robin to the ranks (more tiles than ranks run in turns; fewer leave ranks idle)."""
     if tiles_h == AUTO and tiles_w == AUTO:
-        auto_h, auto_w = balanced_grid(world_size, *extent)
-        return min(auto_h, max_tiles(extent[0], overlap)), min(auto_w, max_tiles(extent[1], overlap))
+        return auto_counts(extent, overlap)
     if tiles_h < 1 or tiles_w < 1:
         raise ValueError(
             f"tiles must be 'auto' or at least 1 per axis, got {tiles_h} x {tiles_w} (height x width)"
