@@ -289,7 +289,7 @@ def test_a_truncated_file_is_refused_with_its_name_before_any_worker_starts(
 ) -> None:
     """Issue 20 item 4: a checkpoint cut short (an interrupted download) reached the user as
     safetensors' "incomplete metadata, file not fully covered", without the file's name."""
-    from ltx2_mgpu.workers.manager import GroupManager, MGPUModel
+    from ltx2_mgpu.workers.group.manager import GroupManager, MGPUModel
 
     data = tiny.checkpoint.read_bytes()
     truncated = tmp_path / "ltx-2-truncated.safetensors"
