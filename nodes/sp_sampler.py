@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import torch
 
+from ..workers.engine.ltxcore.latents import check_video_latent
 from ..workers.engine.ltxcore.sampling import SAMPLERS
 from ..workers.group.client import output_slot
 from ..workers.group.manager import MGPUModel
+from ..workers.strategies.sequence_parallel import check_splittable
 from . import comfy
 from .convert import conditioning_args, split_latent
 from .jobs import run_job
@@ -102,6 +104,8 @@ class LTX2SPSampler:
         unique_id=None,
     ):
         parts = split_latent(latent)
+        check_video_latent(parts.video)  # before any worker starts, as the workers check it
+        check_splittable(tuple(parts.video.shape[2:]), mgpu_model.world_size)
         pos, frame_rate = conditioning_args(positive, "positive")
         neg, _ = conditioning_args(negative, "negative")
         out_video = output_slot(parts.video.shape, torch.float32)

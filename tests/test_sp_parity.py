@@ -5,10 +5,13 @@ Tolerance (issue): max abs error at most 1e-5 of the output's largest magnitude,
 
 from __future__ import annotations
 
+import time
+
 import pytest
 import torch
 
 from conftest import NestedStandIn, tiny_conditioning
+from ltx2_mgpu.nodes import sp_sampler as sp_sampler_node
 from ltx2_mgpu.nodes.sp_sampler import LTX2SPSampler
 from ltx2_mgpu.workers.engine.ltxcore.model_forward import ForwardMode
 from ltx2_mgpu.workers.engine.ltxcore.reference import load_in_process, relative_error, sample_in_process
@@ -207,3 +210,41 @@ def test_sigma_errors_print_the_values_as_typed():
     assert (
         format_sigmas(torch.tensor([0.725, 1 / 3, 1e-3], dtype=torch.float64)) == "0.725, 0.33333334, 0.001"
     )
+
+
+@pytest.mark.usefixtures("fake_comfy")
+def test_fewer_video_tokens_than_workers_is_refused_at_once_and_keeps_the_group(
+    manager, tiny_path, monkeypatch
+):
+    """A 1-token latent on 2 workers left one rank with no token: it failed alone, the group was stopped
+    after 10 s and the model reloaded. Now the node refuses it, and so does every rank alike when the
+    node's check is bypassed: within 1 s, same workers, no reload."""
+    node = LTX2SPSampler()
+    model = MGPUModel.create(tiny_path, devices="cpu:2", dtype="float32")
+    positive, negative = tiny_conditioning(5, CAPTION, seed=1), tiny_conditioning(4, CAPTION, seed=2)
+    sigmas = torch.tensor([0.5, 0.0])
+
+    def sample(shape):
+        return node.sample(
+            model, positive, negative, {"samples": torch.randn(shape)}, sigmas, "euler", 3.0, 3.0, 1
+        )
+
+    sample((1, 128, 1, 1, 2))  # 2 tokens: one each; starts the group and loads the model
+    group, pids, ops = manager.group, manager.group.pids, []
+    real_run = group.run
+    monkeypatch.setattr(group, "run", lambda op, *a, **k: ops.append(op) or real_run(op, *a, **k))
+    refused = r"the video latent has 1 token \(1 x 1 x 1 latent cells.* for 2 workers; .* use at most 1 GPU\."
+    t0 = time.monotonic()
+    with pytest.raises(ValueError, match=refused):
+        sample((1, 128, 1, 1, 1))
+    assert time.monotonic() - t0 < 1.0 and ops == [], "refused by the node before any job"
+    monkeypatch.setattr(sp_sampler_node, "check_splittable", lambda *_: None)  # as if the node missed it
+    t0 = time.monotonic()
+    with pytest.raises(ValueError, match=refused):
+        sample((1, 128, 1, 1, 1))
+    error_s = time.monotonic() - t0
+    print(f"rank-side refusal of 1 token on 2 workers: {error_s:.3f} s")
+    assert error_s < 1.0 and ops == ["sample"]
+    sample((1, 128, 1, 1, 2))
+    assert manager.group is group and group.pids == pids, "the workers were restarted"
+    assert ops == ["sample", "sample"], f"the model was loaded again: {ops}"

@@ -17,6 +17,7 @@ from ..engine.ltxcore.conditioning import (
     context_from_processed,
 )
 from ..engine.ltxcore.model import AVDenoiser, Guidance, LoadedModel
+from ..strategies.sequence_parallel import check_splittable
 from .ops import InputRejected, op
 from .ops_comfy import is_comfy_model, sample_comfy
 from .preview import step_callbacks
@@ -51,7 +52,7 @@ def text_context(
         return context_from_processed(tensor, device, model.dtype)
 
 
-def validate_streams(args: dict, max_video_tokens: int) -> None:
+def validate_streams(args: dict, max_video_tokens: int, world_size: int) -> None:
     """Everything a user can get wrong, checked alike on every rank before any collective."""
     try:
         latents.check_video_latent(args["video"])
@@ -79,6 +80,7 @@ def validate_streams(args: dict, max_video_tokens: int) -> None:
                 f"the video latent has {tokens:,} tokens ({f} x {h} x {w} latent cells), over the limit of "
                 f"{max_video_tokens:,}. Lower the resolution or the frame count (or raise max tokens if memory allows)."
             )
+        check_splittable((f, h, w), world_size)
     except ValueError as exc:
         raise InputRejected(str(exc)) from exc
 
@@ -86,7 +88,7 @@ def validate_streams(args: dict, max_video_tokens: int) -> None:
 def build_denoiser(job, args: dict, guidance: Guidance) -> tuple[AVDenoiser, list[sampling.Stream]]:
     """Validate the job's inputs (alike on every rank) and build the model call for them."""
     model = loaded_model(job)
-    validate_streams(args, int(args.get("max_video_tokens", 32768)))
+    validate_streams(args, int(args.get("max_video_tokens", 32768)), job.world_size)
     device = job.runtime.device
     positive = text_context(model, args["positive"], device, "positive")
     negative = text_context(model, args.get("negative"), device, "negative")

@@ -138,6 +138,21 @@ class SequenceParallelModel(torch.nn.Module):
         return video_out, audio_out
 
 
+def check_splittable(latent_fhw: tuple[int, int, int], world_size: int) -> None:
+    """Refuse (ValueError) a video latent with fewer tokens than ranks: a rank with no token fails
+    alone inside the forward, which the others cannot survive. Pure: the node and every rank check it
+    before any work."""
+    f, h, w = latent_fhw
+    tokens = f * h * w
+    if tokens < world_size:
+        raise ValueError(
+            f"the video latent has {tokens} token{'' if tokens == 1 else 's'} ({f} x {h} x {w} latent cells, "
+            f"frames x height x width) for {world_size} workers; sequence parallelism needs at least one "
+            f"per worker. Make the video larger (a cell is 8 frames x 32 x 32 px) or use at most {tokens} "
+            f"GPU{'' if tokens == 1 else 's'}."
+        )
+
+
 def check_compilable(mode: ForwardMode) -> None:
     """compile_blocks compiles the comfyui block function; raises ValueError for any other mode."""
     if mode is not ForwardMode.COMFYUI:
