@@ -312,8 +312,8 @@ def test_errors_say_what_to_change_and_cancel_keeps_the_group(manager, tiny_path
 def test_a_latent_too_small_to_decode_is_refused_at_once_and_the_group_keeps_its_model(manager, tiny_path):
     """Issue 20 item 3: a 1 x 1-cell latent failed inside the one rank that got its tile; the other
     waited, so the group was stopped after 10 s and the model reloaded. Now the node refuses it before
-    any work, and a rank-side refusal (the node's check bypassed) is alike on every rank: recoverable
-    within 1 s, same workers, no reload."""
+    any work (strategies/decode_limits.py); the ranks refuse it alike when the node's check is bypassed,
+    and a tiling whose last tile is one cell wide: recoverable within 1 s, same workers, no reload."""
     node = LTX2DistributedVAEDecode()
     model = MGPUModel.create(tiny_path, devices="cpu:2", dtype="float32")
     node.decode(model, {"samples": torch.randn(1, 128, 2, 2, 2)})  # starts the group, loads the decoder
@@ -327,7 +327,7 @@ def test_a_latent_too_small_to_decode_is_refused_at_once_and_the_group_keeps_its
         return real_run(op, *args, **kwargs)
 
     group.run = recording_run
-    smallest = r"the VAE decodes at least 2 x 2 cells \(64 x 64 px\)\. Make the video at least 64 px"
+    smallest = r"the smallest latent that decodes is \[B, 128, F, 2, 2\] \(64 x 64 px\)"
     for shape in ((1, 128, 1, 1, 1), (1, 128, 2, 1, 3)):
         t0 = time.monotonic()
         with pytest.raises(ValueError, match=smallest):
@@ -346,11 +346,17 @@ def test_a_latent_too_small_to_decode_is_refused_at_once_and_the_group_keeps_its
     with pytest.raises(JobInputError, match=smallest):
         manager.run(model, "vae_decode", args)
     error_s = time.monotonic() - t0
-    print(f"rank-side refusal of a 1 x 1 latent on 2 ranks: {error_s:.3f} s")
-    assert error_s < 1.0
+    t0 = time.monotonic()
+    with pytest.raises(
+        ValueError, match=r"the tiles leave one 1 cell along height \(32 px\); .* Set tile_size to 0"
+    ):
+        node.decode(model, {"samples": torch.randn(1, 128, 1, 3, 3)}, 64, 0)  # tiles of 2 and 1 cells
+    tile_error_s = time.monotonic() - t0
+    print(f"rank-side refusals on 2 ranks: 1 x 1 latent {error_s:.3f} s, 1-cell tile {tile_error_s:.3f} s")
+    assert error_s < 1.0 and tile_error_s < 1.0
     image, _ = node.decode(model, {"samples": torch.randn(1, 128, 2, 2, 2)})
     assert manager.group is group and group.pids == pids, "the workers were restarted"
-    assert ops == ["vae_decode", "vae_decode"], f"the model was loaded again: {ops}"
+    assert ops == ["vae_decode"] * 3, f"the model was loaded again: {ops}"
     check_image(image, (9, 64, 64, 3))
 
 

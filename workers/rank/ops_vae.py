@@ -27,7 +27,7 @@ from ..engine.comfy.model import ComfyModel
 from ..engine.ltxcore import latents
 from ..engine.ltxcore.checkpoint import load_audio_decoder, load_video_decoder, load_vocoder
 from ..engine.ltxcore.model import LoadedModel
-from ..strategies.decode_limits import check_decodable
+from ..strategies.decode_limits import check_decodable, check_tiles_decodable
 from ..strategies.vae_decode import TiledDecode
 from ..strategies.vae_tiles import TilePlan, TileSettings, make_plan
 from . import shm_prefault
@@ -76,6 +76,7 @@ def validate(args: dict, world_size: int) -> TilePlan:
             if tensor is not None and not torch.isfinite(tensor).all():
                 raise ValueError(f"the {name} latent holds NaN or infinite values; re-create it upstream")
         plan = make_plan(tuple(video.shape[2:]), TileSettings(**args["tiles"]), world_size)
+        check_tiles_decodable(plan)  # ltx-core's tiles; the comfy backend tiles as VAEDecodeTiled does
     except ValueError as exc:
         raise InputRejected(str(exc)) from exc
     out_image, out_audio = args["out_image"], args.get("out_audio")

@@ -11,7 +11,7 @@ decodes). Zero or replicate padding takes a single row.
 
 from __future__ import annotations
 
-from .vae_tiles import PIXELS_PER_CELL
+from .vae_tiles import PIXELS_PER_CELL, TilePlan
 
 REFLECT = "reflect"
 
@@ -35,3 +35,19 @@ def check_decodable(latent_shape: tuple[int, ...], padding_mode: str = REFLECT) 
             f"[B, 128, F, {need}, {need}] ({need * PIXELS_PER_CELL} x {need * PIXELS_PER_CELL} px). Make the "
             f"video at least {need * PIXELS_PER_CELL} px on each side (EmptyLTXVLatentVideo width and height)"
         )
+
+
+def check_tiles_decodable(plan: TilePlan, padding_mode: str = REFLECT) -> None:
+    """Raise ValueError when a tile of `plan` is too narrow for the decoder: an explicit tile_size and
+    overlap can leave a last tile of one cell on a side that has two or more (3 cells, tile_size 64,
+    overlap 0: tiles of 2 and 1), which only the rank decoding it would find out."""
+    need = min_decode_cells(padding_mode)
+    for name, axis in zip(("height", "width"), plan.axes[1:]):
+        narrowest = min(stop - start for start, stop in axis.latent)
+        if narrowest < need:
+            raise ValueError(
+                f"the tiles leave one {narrowest} cell{'' if narrowest == 1 else 's'} along {name} "
+                f"({narrowest * PIXELS_PER_CELL} px); the VAE decoder needs at least {need} cells "
+                f"({need * PIXELS_PER_CELL} px) per tile side. Set tile_size to 0 (auto), or change tile_size "
+                "or overlap by one cell (32 px)"
+            )

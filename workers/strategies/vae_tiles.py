@@ -56,10 +56,6 @@ MIN_TILE_PX = 64
 MIN_TEMPORAL_FRAMES = 16
 FRAMES_PER_CELL = VIDEO_SCALE_FACTORS.time  # 8
 PIXELS_PER_CELL = VIDEO_SCALE_FACTORS.height  # 32
-# The decoder's first convolution pads a tile by reflection, one cell on each spatial side, which
-# needs at least 2 cells ("Padding size should be less than the corresponding input dimension"
-# otherwise; measured with the tiny model: 1 cell fails, 2 decode).
-MIN_DECODE_CELLS = 2
 
 
 @dataclass(frozen=True)
@@ -377,37 +373,8 @@ class TilePlan:
         )
 
 
-def check_decodable(latent_fhw: tuple[int, int, int]) -> None:
-    """Refuse a latent the VAE cannot decode (ValueError naming the smallest size that works).
-    Pure, so the node and every rank refuse it alike before any work (a failure inside one rank's
-    tile would leave the others waiting and stop the group)."""
-    _, h, w = latent_fhw
-    if min(h, w) < MIN_DECODE_CELLS:
-        px = MIN_DECODE_CELLS * PIXELS_PER_CELL
-        raise ValueError(
-            f"the video latent is {h} x {w} cells ({h * PIXELS_PER_CELL} x {w * PIXELS_PER_CELL} px, height x "
-            f"width); the VAE decodes at least {MIN_DECODE_CELLS} x {MIN_DECODE_CELLS} cells ({px} x {px} px). "
-            f"Make the video at least {px} px on each side (EmptyLTXVLatentVideo width and height)"
-        )
-
-
-def _check_tiles_decodable(plan: TilePlan, settings: TileSettings) -> None:
-    for name, axis in zip(("height", "width"), plan.axes[1:]):
-        shortest = min(stop - start for start, stop in axis.latent)
-        if shortest < MIN_DECODE_CELLS:
-            raise ValueError(
-                f"tile_size {settings.tile_px} with overlap {settings.overlap_px} leaves a tile {shortest} cell "
-                f"along {name}; the VAE decodes at least {MIN_DECODE_CELLS} cells "
-                f"({MIN_DECODE_CELLS * PIXELS_PER_CELL} px). Raise tile_size or set it to 0 (auto)"
-            )
-
-
 def make_plan(latent_fhw: tuple[int, int, int], settings: TileSettings, world_size: int) -> TilePlan:
-    """The tile plan for a latent of (F, H, W) cells on `world_size` ranks. Raises ValueError for a
-    latent or tiling the VAE cannot decode (`check_decodable`)."""
-    check_decodable(latent_fhw)
+    """The tile plan for a latent of (F, H, W) cells on `world_size` ranks."""
     splits = resolve_splits(latent_fhw, settings, world_size)
     axes = tuple(axis_tiles(n, s, temporal=(i == 0)) for i, (n, s) in enumerate(zip(latent_fhw, splits)))
-    plan = TilePlan(tuple(latent_fhw), world_size, axes)  # type: ignore[arg-type]
-    _check_tiles_decodable(plan, settings)
-    return plan
+    return TilePlan(tuple(latent_fhw), world_size, axes)  # type: ignore[arg-type]
