@@ -1,0 +1,78 @@
+"""Step 1 of the TDP stage on the comfy backend: the stage-1 video latent upsampled by ComfyUI's own
+latent upsampler, loaded and applied the way its nodes do it.
+
+- Loading follows LatentUpscaleModelLoader (comfy_extras/nodes_hunyuan.py, the LTX branch): the
+  file's state dict and its metadata "config" build comfy.ldm.lightricks.latent_upsampler.
+  LatentUpsampler with ComfyUI's weight-init-free ops, in ComfyUI's VAE dtype for the device.
+- Applying follows LTXVLatentUpsampler (comfy_extras/nodes_lt_upsampler.py): un-normalise with the
+  video VAE's per-channel statistics, upsample, normalise, back to the input dtype.
+
+The loader node lives in a nodes module that pulls in ComfyUI's node registry, so the few lines are
+repeated here on ComfyUI's model-side classes; tests/test_comfy_tdp.py compares the result with
+both native nodes, so a change there fails a test rather than drifting. Import only after
+bootstrap.import_comfyui.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+
+from .model import ComfyModel
+
+# A key only the LTX latent upsampler has (LatentUpscaleModelLoader tells the families apart so).
+LTX_UPSAMPLER_KEY = "post_upsample_res_blocks.0.conv2.bias"
+_CACHE_PREFIX = "latent_upsampler:"  # + file path: one upsampler kept per rank at a time
+
+
+def load_latent_upsampler(path: Path, device: torch.device) -> torch.nn.Module:
+    """The LTX latent upsampler in `path` on `device`, as LatentUpscaleModelLoader builds it.
+    ValueError naming the file when it is no LTX latent upsampler."""
+    import comfy.model_management as mm
+    import comfy.ops
+    import comfy.utils
+    from comfy.ldm.lightricks.latent_upsampler import LatentUpsampler
+
+    state_dict, metadata = comfy.utils.load_torch_file(str(path), safe_load=True, return_metadata=True)
+    if LTX_UPSAMPLER_KEY not in state_dict or not metadata or "config" not in metadata:
+        raise ValueError(
+            f"{path} is not an LTX latent upscale model (no {LTX_UPSAMPLER_KEY} or no metadata config); "
+            "pick the ltx-2 spatial upscaler file from models/latent_upscale_models"
+        )
+    config = json.loads(metadata["config"])
+    dtype = mm.vae_dtype(device, allowed_dtypes=[torch.bfloat16, torch.float32])
+    upsampler = LatentUpsampler.from_config(config, operations=comfy.ops.disable_weight_init).to(dtype=dtype)
+    upsampler.load_state_dict(state_dict)
+    return upsampler.to(device).eval()
+
+
+def cached_latent_upsampler(model: ComfyModel, path: Path, device: torch.device) -> torch.nn.Module:
+    """load_latent_upsampler, kept in model.extras until another file is asked for."""
+    key = _CACHE_PREFIX + str(path)
+    if key not in model.extras:
+        for stale in [k for k in model.extras if k.startswith(_CACHE_PREFIX)]:
+            del model.extras[stale]
+        model.extras[key] = load_latent_upsampler(path, device)
+    return model.extras[key]
+
+
+def video_statistics(model: ComfyModel) -> torch.nn.Module:
+    """The video VAE's per-channel statistics (un_normalize / normalize) of the loaded file."""
+    if model.vae is None:
+        raise ValueError(
+            f"{model.path} was loaded without a video VAE, and the TDP Upscaler needs its per-channel "
+            "statistics to upsample; load a single-file LTX checkpoint (with its VAE) in the MGPU Loader"
+        )
+    return model.vae.first_stage_model.per_channel_statistics
+
+
+def upsample_video(model: ComfyModel, upsampler: torch.nn.Module, video: torch.Tensor) -> torch.Tensor:
+    """Normalised video latent [B,C,F,H,W] -> normalised [B,C,F,2H,2W] in `video`'s dtype, on the
+    upsampler's device; the arithmetic of LTXVLatentUpsampler."""
+    statistics = video_statistics(model)
+    weight = next(upsampler.parameters())
+    with torch.inference_mode():
+        x = statistics.un_normalize(video.to(device=weight.device, dtype=weight.dtype))
+        return statistics.normalize(upsampler(x)).to(dtype=video.dtype)

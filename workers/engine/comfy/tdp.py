@@ -1,0 +1,115 @@
+"""The TDP stage on the comfy backend: ComfyUI's sampler over the whole upscaled latent, its model
+call tiled (tiled_cond_batch.TiledCondBatch), on every rank in lockstep.
+
+What native ComfyUI computes for stage 2 (LTXVLatentUpsampler -> LTXVConcatAVLatent with the held
+stage-1 audio -> SamplerCustomAdvanced with CFGGuider), with one change: each model call runs per
+tile. The noise is drawn once for the whole latent from the seed, as native draws it, and each
+model call sees its tile's cut of the noised latent, so one tile with overlap 0 is native stage 2.
+Import only after bootstrap.import_comfyui.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+import torch
+
+from ...strategies import tiled
+from .model import ComfyModel
+from .tiled_cond_batch import Reduce, TiledCondBatch, check_conditioning
+
+# The key our wrapper is registered under on the sampling clone of the ModelPatcher.
+WRAPPER_KEY = "ltx2_mgpu_tdp"
+# ComfyUI's sampler callback: (step, x0, x, total_steps), nested latents as NestedTensor.
+SamplerCallback = Callable[[int, object, object, int], None]
+
+
+def held_audio_latent(video: torch.Tensor, audio: torch.Tensor | None) -> dict:
+    """The stage-2 LATENT as LTXVConcatAVLatent builds it from the upscaled video and the stage-1
+    audio with noise mask 0: the sampler holds the audio at its input (LTXAV's inpaint keeps the
+    clean latent) and the model hears it at timestep 0; the video is denoised (mask 1)."""
+    import comfy.nested_tensor
+
+    if audio is None:
+        return {"samples": video}
+    nested = comfy.nested_tensor.NestedTensor
+    return {
+        "samples": nested((video, audio)),
+        "noise_mask": nested((torch.ones_like(video), torch.zeros_like(audio))),
+    }
+
+
+def denoise_tiled(
+    model: ComfyModel,
+    latent: dict,
+    positive: list,
+    negative: list | None,
+    sigmas: torch.Tensor,
+    sampler_name: str,
+    cfg: float,
+    seed: int,
+    grid: tiled.TileGrid,
+    *,
+    rank: int,
+    world_size: int,
+    reduce: Reduce,
+    callback: SamplerCallback | None = None,
+) -> dict:
+    """`latent` (a LATENT dict, video or AV nested, video first) denoised along `sigmas` with the
+    model call tiled over `grid`; returns the LATENT the sampler gives. Collective (one `reduce` per
+    model call); identical on every rank. ValueError (before any collective) for conditioning a tile
+    cannot carry."""
+    check_conditioning(positive, "positive")
+    check_conditioning(negative, "negative")
+    import comfy.patcher_extension
+
+    samples = latent["samples"]
+    shapes = [t.shape for t in samples.unbind()] if samples.is_nested else [samples.shape]
+    patcher = model.patcher.clone()
+    patcher.add_wrapper_with_key(
+        comfy.patcher_extension.WrappersMP.CALC_COND_BATCH,
+        WRAPPER_KEY,
+        TiledCondBatch(grid, shapes, rank=rank, world_size=world_size, reduce=reduce),
+    )
+    tiled_model = dataclasses.replace(model, patcher=patcher)
+    return sample(tiled_model, positive, negative, latent, sigmas, sampler_name, cfg, seed, callback)
+
+
+def sample(
+    model: ComfyModel,
+    positive: list,
+    negative: list | None,
+    latent: dict,
+    sigmas: torch.Tensor,
+    sampler_name: str,
+    cfg: float,
+    seed: int,
+    callback: SamplerCallback | None = None,
+) -> dict:
+    """ComfyUI's CFGGuider loop as SamplerCustomAdvanced runs it (noise from the seed over the whole
+    latent, the LATENT's noise_mask, no progress bar). Stand-in until the comfy backend's shared
+    sampling module serves TDP too; same signature."""
+    import comfy.sample
+    import comfy.samplers
+
+    guider = comfy.samplers.CFGGuider(model.patcher)
+    guider.set_conds(positive, [] if negative is None else negative)  # none: cfg 1, no uncond pass
+    guider.set_cfg(cfg)
+    samples = comfy.sample.fix_empty_latent_channels(
+        model.patcher,
+        latent["samples"],
+        latent.get("downscale_ratio_spacial"),
+        latent.get("downscale_ratio_temporal"),
+    )
+    noise = comfy.sample.prepare_noise(samples, seed, latent.get("batch_index"))
+    with torch.inference_mode():
+        out = guider.sample(
+            noise, samples, comfy.samplers.sampler_object(sampler_name), sigmas,
+            denoise_mask=latent.get("noise_mask"), callback=callback, disable_pbar=True, seed=seed,
+        )  # fmt: skip
+    result = {
+        k: v for k, v in latent.items() if k not in ("downscale_ratio_spacial", "downscale_ratio_temporal")
+    }
+    result["samples"] = out
+    return result

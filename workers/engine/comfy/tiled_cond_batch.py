@@ -1,0 +1,136 @@
+"""TDP's model call on the comfy backend: ComfyUI's own cond batch run per tile, blended, summed
+over the group.
+
+ComfyUI's sampler runs unchanged on the whole (upscaled) latent on every rank; only the model call is
+tiled. The seam is ComfyUI's CALC_COND_BATCH wrapper (comfy/patcher_extension.py WrappersMP), which
+sees the packed sampler input x and the processed conds and returns one prediction per cond (cond,
+uncond) in x's shape. Per tile the wrapper hands ComfyUI's calc_cond_batch the tile's latent as if
+it were the whole video: so the model builds the tile's positions from the tile's own grid, starting
+at zero (NOTE [tdp tiles] in strategies/tiled.py), and the per-token timesteps from the tile's part
+of the noise mask. Predictions are weighted by the tile's blend mask (NOTE [blend weights], exact
+partition of unity) into a full-size buffer; other streams (audio) get the mean over the tiles.
+One collective sum per model call makes the buffer the full prediction on every rank, so every
+rank's sampler steps the same latent.
+
+A grid of one tile with overlap 0 calls calc_cond_batch on the very tensors the untiled sampler
+would, weighted by exactly 1.0: the result is native ComfyUI's bit for bit.
+
+Collective: every call all-reduces once (in `reduce`), on every rank, also on ranks without tiles;
+nothing inside calc_cond_batch is collective, so ComfyUI's per-process memory-based batching of
+cond and uncond cannot make ranks disagree on the number of collectives.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+
+from ...strategies import tiled
+
+Reduce = Callable[[torch.Tensor], None]
+# Model conds that hold positions in the whole video (guides, keyframes): a tile cannot carry them.
+WHOLE_VIDEO_CONDS = ("keyframe_idxs", "guide_attention_entries", "generated_keyframes")
+# Conditioning entries that restrict a prompt to a region of the whole latent.
+REGIONAL_CONDITIONING = ("area", "mask")
+
+
+class TiledCondBatch:
+    """A WrappersMP.CALC_COND_BATCH wrapper for one sampling run over `latent_shapes` (video first,
+    as comfy.utils.pack_latents orders an AV latent), the video cut into `grid` spatially."""
+
+    def __init__(
+        self,
+        grid: tiled.TileGrid,
+        latent_shapes: Sequence[torch.Size],
+        *,
+        rank: int,
+        world_size: int,
+        reduce: Reduce,
+    ) -> None:
+        self.grid = grid
+        self.shapes = [torch.Size(s) for s in latent_shapes]
+        self.tiles = grid.for_rank(rank, world_size)
+        self.reduce = reduce
+        # Streams other than the video: every tile predicts them whole; each adds its share of the mean.
+        self.stream_share = 1.0 / len(grid.tiles)
+
+    def __call__(
+        self, executor, model, conds: list, x_in: torch.Tensor, timestep: torch.Tensor, model_options: dict
+    ) -> list[torch.Tensor]:
+        streams = self._unpack(x_in, self.shapes)
+        buffer, views = _zero_buffer(len(conds), streams)
+        for tile in self.tiles:
+            tile_streams = [tile.cut(streams[0]).contiguous(), *streams[1:]]
+            tile_x, tile_shapes = self._pack(tile_streams)
+            tile_conds = [
+                None if c is None else [tile_cond(d, tile, self.shapes[0], tile_shapes) for d in c]
+                for c in conds
+            ]
+            outputs = executor(model, tile_conds, tile_x, timestep, model_options)
+            weight = tile.blend_mask(torch.float32, x_in.device)
+            for i, output in enumerate(outputs):
+                parts = self._unpack(output, tile_shapes)
+                tile.cut(views[0][i]).add_(parts[0] * weight)
+                for view, part in zip(views[1:], parts[1:]):
+                    view[i].add_(part * self.stream_share)
+        self.reduce(buffer)
+        return [self._pack([view[i] for view in views])[0] for i in range(len(conds))]
+
+    def _pack(self, streams: list[torch.Tensor]) -> tuple[torch.Tensor, list[torch.Size]]:
+        import comfy.utils
+
+        if len(streams) == 1:  # a video-only latent is sampled as itself, not packed
+            return streams[0], [streams[0].shape]
+        return comfy.utils.pack_latents(streams)
+
+    def _unpack(self, x: torch.Tensor, shapes: list[torch.Size]) -> list[torch.Tensor]:
+        import comfy.utils
+
+        return comfy.utils.unpack_latents(x, shapes)
+
+
+def _zero_buffer(count: int, streams: list[torch.Tensor]) -> tuple[torch.Tensor, list[torch.Tensor]]:
+    """One flat zero buffer (so one collective covers everything) and, per stream, a view
+    [count, *stream.shape] into it: one full-size prediction per cond."""
+    sizes = [count * s.numel() for s in streams]
+    buffer = torch.zeros(sum(sizes), dtype=streams[0].dtype, device=streams[0].device)
+    views, start = [], 0
+    for stream, size in zip(streams, sizes):
+        views.append(buffer[start : start + size].view(count, *stream.shape))
+        start += size
+    return buffer, views
+
+
+def tile_cond(
+    cond: dict[str, Any], tile: tiled.Tile, video_shape: torch.Size, tile_shapes: list[torch.Size]
+) -> dict[str, Any]:
+    """One processed cond (comfy.samplers.process_conds form) for a tile of a video of `video_shape`:
+    the video noise mask cut to the tile, the latent shapes the tile's; everything else (text, frame
+    rate, the audio mask) shared."""
+    import comfy.conds
+
+    model_conds = dict(cond["model_conds"])
+    for key in WHOLE_VIDEO_CONDS:
+        # check_conditioning refuses these upfront; reaching here is a bug, not a user error.
+        assert key not in model_conds, f"{key} cannot be tiled"
+    mask = model_conds.get("denoise_mask")
+    if mask is not None:
+        model_conds["denoise_mask"] = mask._copy_with(tile.cut(mask.cond.expand(video_shape)))
+    if "latent_shapes" in model_conds:
+        model_conds["latent_shapes"] = comfy.conds.CONDConstant(tile_shapes)
+    return {**cond, "model_conds": model_conds}
+
+
+def check_conditioning(conditioning: list | None, what: str) -> None:
+    """ValueError when a CONDITIONING carries something that refers to the whole latent and cannot
+    follow a tile (guides, keyframes, regional prompts); the message says what to change."""
+    for _tensor, options in conditioning or []:
+        for key in (*WHOLE_VIDEO_CONDS, *REGIONAL_CONDITIONING):
+            if options.get(key) is not None:
+                raise ValueError(
+                    f"the {what} conditioning carries {key!r}, which refers to the whole video and cannot be "
+                    "split into tiles; remove guides with LTXVCropGuides (and regional prompts) before the "
+                    "TDP Upscaler"
+                )
