@@ -24,6 +24,7 @@ import torch.distributed as dist
 from ltx_core.model.transformer.modality import Modality
 
 from ...kernels import even_split
+from ..engine.comfy.model import ComfyModel
 from ..engine.ltxcore import latents, sampling
 from ..engine.ltxcore.checkpoint import read_checkpoint_config
 from ..engine.ltxcore.conditioning import TextContext
@@ -178,10 +179,11 @@ def all_reduce_sum(world_size: int) -> Reduce:
 
 
 def validate(
-    args: dict, max_video_tokens: int
+    args: dict, max_video_tokens: int, *, samplers: tuple[str, ...] = sampling.SAMPLERS
 ) -> tuple[tiled.TileGrid, tuple[int, ...], PreviewRegion | None]:
     """Everything a user can get wrong, alike on every rank, before any collective (ValueError).
-    Returns the grid, the upscaled shape and the preview's region (None: the full run)."""
+    `samplers`: the sampler names the backend runs. Returns the grid, the upscaled shape and the
+    preview's region (None: the full run)."""
     video, audio, sigmas = args["video"], args.get("audio"), args["sigmas"]
     latents.check_video_latent(video, "stage-1 video latent")
     if audio is not None:
@@ -201,10 +203,8 @@ def validate(
             "upscaler: start it from the partly re-noised stage-1 result (default sigmas 0.625, 0.4, 0.0) and "
             "generate stage 1 with the SP Sampler."
         )
-    if args["sampler"] not in sampling.SAMPLERS:
-        raise ValueError(
-            f"sampler {args['sampler']!r} is not supported; choose one of {', '.join(sampling.SAMPLERS)}"
-        )
+    if args["sampler"] not in samplers:
+        raise ValueError(f"sampler {args['sampler']!r} is not supported; choose one of {', '.join(samplers)}")
     up_shape = tiled.upscaled_latent_shape(tuple(video.shape), read_checkpoint_config(args["upscaler"]))
     overlap = int(args["overlap"])
     extent = (up_shape[3], up_shape[4])
@@ -340,6 +340,10 @@ def tdp_upscale(job, args: dict) -> dict:
     audio frames go with the result (a first-frames preview is shorter)."""
     rt = job.runtime
     model = loaded_model(job)
+    if isinstance(model, ComfyModel):
+        from .ops_tdp_comfy import tdp_upscale_comfy  # ops_tdp_comfy imports this module
+
+        return tdp_upscale_comfy(job, model, args)
     try:
         grid, up_shape, region = validate(args, int(args.get("max_video_tokens", DEFAULT_MAX_VIDEO_TOKENS)))
         out_shape = up_shape if region is None else region.shape

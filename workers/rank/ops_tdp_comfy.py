@@ -1,0 +1,97 @@
+"""The "tdp_upscale" command on the comfy backend (runtime.state["model"] is a ComfyModel).
+
+The same arguments, checks, tile plan and result as ops_tdp (the ltx-core path); the work is
+ComfyUI's: its latent upsampler (engine/comfy/latent_upsample.py), its model and sampler with the
+model call tiled (engine/comfy/tdp.py). Per job, on every rank:
+  1. upsample the stage-1 video as LTXVLatentUpsampler does, then take rank 0's copy so every rank
+     starts from the same bits;
+  2. build the stage-2 LATENT as LTXVConcatAVLatent does, the stage-1 audio held (noise mask 0);
+  3. run ComfyUI's sampler on it, every model call tiled and summed over the group.
+Rank 0 writes the video into the output slot; the node returns the stage-1 audio itself.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+
+from ..engine.comfy.model import ComfyModel
+from ..wire.config import DEFAULT_MAX_VIDEO_TOKENS
+from . import ops_tdp
+from .ops import InputRejected
+
+
+def comfy_conditioning(cond: dict | None, frame_rate: float) -> list | None:
+    """The client's conditioning form ({"tensor", "unprocessed"}, nodes/convert.py) back into the
+    CONDITIONING the node received, with the frame rate LTXVConditioning put there."""
+    if cond is None:
+        return None
+    options: dict = {"frame_rate": frame_rate}
+    if cond["unprocessed"]:
+        options["unprocessed_ltxav_embeds"] = True
+    return [[cond["tensor"], options]]
+
+
+def tdp_upscale_comfy(job, model: ComfyModel, args: dict) -> dict:
+    """args and result as ops_tdp.tdp_upscale; the preview modes are not served on this backend yet."""
+    import comfy.samplers
+
+    from ..engine.comfy.latent_upsample import cached_latent_upsampler, upsample_video, video_statistics
+    from ..engine.comfy.tdp import denoise_tiled, held_audio_latent
+    from ..engine.comfy.tiled_cond_batch import check_conditioning
+
+    rt = job.runtime
+    try:
+        max_tokens = int(args.get("max_video_tokens", DEFAULT_MAX_VIDEO_TOKENS))
+        grid, up_shape, region = ops_tdp.validate(
+            args, max_tokens, samplers=tuple(comfy.samplers.SAMPLER_NAMES)
+        )
+        if region is not None:
+            raise ValueError(
+                "the TDP Upscaler's preview modes do not run on ComfyUI's model stack yet; set preview to off"
+            )
+        if tuple(args["out_video"].shape) != up_shape:
+            raise ValueError(f"output slot {tuple(args['out_video'].shape)} != result shape {up_shape}")
+        frame_rate, cfg = float(args["frame_rate"]), float(args["cfg"])
+        positive = comfy_conditioning(args["positive"], frame_rate)
+        negative = comfy_conditioning(args.get("negative"), frame_rate)
+        if cfg != 1.0 and negative is None:
+            raise ValueError("cfg is not 1 but no negative conditioning was given; connect a negative prompt")
+        check_conditioning(positive, "positive")
+        check_conditioning(negative, "negative")
+        video_statistics(model)
+        upsampler = cached_latent_upsampler(model, Path(args["upscaler"]), rt.device)
+    except ValueError as exc:
+        raise InputRejected(str(exc)) from exc
+    video = upsample_video(model, upsampler, args["video"]).to(rt.device)
+    if job.world_size > 1:
+        with torch.inference_mode():
+            dist.broadcast(video, src=0)  # one source of truth: every rank steps the same latent
+    audio = args.get("audio")
+    latent = held_audio_latent(video, None if audio is None else audio.to(rt.device))
+
+    def on_step(step: int, _x0, _x, total: int) -> None:
+        job.progress(step + 1, total)
+        job.check_cancel()
+
+    job.check_cancel()
+    out = denoise_tiled(
+        model, latent, positive, negative, args["sigmas"].float(), str(args["sampler"]), cfg,
+        int(args["seed"]), grid, rank=job.rank, world_size=job.world_size,
+        reduce=ops_tdp.all_reduce_sum(job.world_size), callback=on_step,
+    )  # fmt: skip
+    samples = out["samples"]
+    result = samples.unbind()[0] if samples.is_nested else samples
+    if job.rank == 0:
+        args["out_video"].copy_(result.to(args["out_video"].dtype))
+    return {
+        "tiles": list(grid.counts),
+        "tiles_on_rank": len(grid.for_rank(job.rank, job.world_size)),
+        "largest_tile_tokens": up_shape[2] * grid.largest_tile_cells,
+        "steps": len(args["sigmas"]) - 1,
+        "video_tokens_on_rank": ops_tdp.tokens_on_rank(grid, None, up_shape, job.rank, job.world_size),
+        "preview_tile": None,
+        "audio_frames": None if audio is None else int(audio.shape[2]),
+    }
