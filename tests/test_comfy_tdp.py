@@ -1,0 +1,175 @@
+"""The TDP Upscaler's command on the comfy backend against native ComfyUI (opt-in: COMFYUI_PATH).
+
+Native: ComfyUI's own nodes in this process on the tiny checkpoint and upscaler, as a user wires
+stage 2: CheckpointLoaderSimple, LatentUpscaleModelLoader -> LTXVLatentUpsampler, the stage-1 audio
+held by a zero noise mask -> LTXVConcatAVLatent, CFGGuider + RandomNoise + KSamplerSelect +
+ManualSigmas (the stage-2 sigmas) -> SamplerCustomAdvanced.
+Ours: the "tdp_upscale" command (workers/rank/ops_tdp_comfy.py) in 1, 2 and 3 CPU ranks over gloo,
+each rank loading the same file through ComfyUI's checkpoint loader (engine/comfy/model.py).
+
+Bounds: the largest difference relative to the largest native magnitude, at most 1e-5. One tile with
+overlap 0 runs the very model calls native runs and is expected to match bit for bit; several tiles
+differ from native by design and must not depend on the number of ranks (only the summation order
+of the all_reduce differs).
+
+Run: COMFYUI_PATH=/path/to/ComfyUI python -m pytest tests/test_comfy_tdp.py -s (figures printed).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+from comfyui_harness import comfyui_in_process, comfyui_root
+
+from conftest import run_ranks, tiny_conditioning
+from ltx2_mgpu.workers.embedded.tiny_model import CAPTION_CHANNELS
+from ltx2_mgpu.workers.strategies import tiled
+
+pytestmark = pytest.mark.comfyui
+
+RELATIVE_TOLERANCE = 1e-5
+# Stage-1 latents of a 9-frame 96x64 clip at 24 fps: video [1,128,2,2,3] -> upscaled [1,128,2,4,6];
+# audio [1,8,9,16]. Random (not empty), so the upsampler and the held audio both matter.
+VIDEO_SHAPE, AUDIO_SHAPE, FPS = (1, 128, 2, 2, 3), (1, 8, 9, 16), 24.0
+UPSCALED_EXTENT = (4, 6)
+POSITIVE_TOKENS, NEGATIVE_TOKENS = 11, 6
+SEED, CFG, SAMPLER = 42, 3.0, "euler_ancestral"
+# The official template's stage-2 sigmas.
+STAGE2_SIGMAS = "0.909375, 0.725, 0.421875, 0.0"
+# name: (tiles_h, tiles_w, overlap). 1x3 deals 3, 2+1 and 1+1+1 tiles to 1, 2 and 3 ranks.
+CASES = {"one_tile": (1, 1, 0), "tiles_1x3": (1, 3, 1), "auto": (tiled.AUTO, tiled.AUTO, 1)}
+WORLD_SIZES = (1, 2, 3)
+RANKS_TIMEOUT_S = 900.0
+
+
+def stage1_inputs() -> SimpleNamespace:
+    """The same inputs in the test process and in every rank (seeded)."""
+    positive = tiny_conditioning(POSITIVE_TOKENS, CAPTION_CHANNELS, seed=1, frame_rate=FPS)
+    negative = tiny_conditioning(NEGATIVE_TOKENS, CAPTION_CHANNELS, seed=2, frame_rate=FPS)
+    return SimpleNamespace(
+        video=torch.randn(VIDEO_SHAPE, generator=torch.Generator().manual_seed(3)),
+        audio=torch.randn(AUDIO_SHAPE, generator=torch.Generator().manual_seed(4)),
+        positive=positive,
+        negative=negative,
+    )
+
+
+@pytest.fixture(scope="module")
+def native(tiny) -> list[torch.Tensor]:
+    """Upsample + stage 2 with ComfyUI's own nodes; [video, audio]."""
+    with comfyui_in_process(comfyui_root()):
+        import folder_paths
+        from comfy_extras import nodes_custom_sampler as cs
+        from comfy_extras import nodes_hunyuan, nodes_lt, nodes_lt_upsampler
+
+        import nodes  # ComfyUI's nodes.py (its root is first on sys.path), not our nodes/ package
+
+        folder_paths.add_model_folder_path("checkpoints", str(tiny.checkpoint.parent))
+        folder_paths.add_model_folder_path("latent_upscale_models", str(tiny.spatial_upscaler.parent))
+        model, _clip, vae = nodes.CheckpointLoaderSimple().load_checkpoint(tiny.checkpoint.name)
+        (upscale_model,) = nodes_hunyuan.LatentUpscaleModelLoader.execute(tiny.spatial_upscaler.name)
+        inputs = stage1_inputs()
+        (video,) = nodes_lt_upsampler.LTXVLatentUpsampler.execute(
+            {"samples": inputs.video}, upscale_model, vae
+        )
+        audio = {"samples": inputs.audio, "noise_mask": torch.zeros(AUDIO_SHAPE)}
+        (latent,) = nodes_lt.LTXVConcatAVLatent.execute(video, audio)
+        (sigmas,) = cs.ManualSigmas.execute(STAGE2_SIGMAS)
+        (guider,) = cs.CFGGuider.execute(model, inputs.positive, inputs.negative, CFG)
+        (noise,) = cs.RandomNoise.execute(SEED)
+        (sampler,) = cs.KSamplerSelect.execute(SAMPLER)
+        with torch.inference_mode():
+            out = cs.SamplerCustomAdvanced.execute(noise, guider, sampler, sigmas, latent)[0]
+        return [t.clone() for t in out["samples"].unbind()]
+
+
+def tdp_args(inputs: SimpleNamespace, tiles: tuple[int, int, int], upscaler: Path) -> dict:
+    """The command's arguments as the node sends them (nodes/tdp_upscaler.py)."""
+    tiles_h, tiles_w, overlap = tiles
+    b, c, f, h, w = VIDEO_SHAPE
+    return {
+        "video": inputs.video, "audio": inputs.audio,
+        "positive": {"tensor": inputs.positive[0][0], "unprocessed": True},
+        "negative": {"tensor": inputs.negative[0][0], "unprocessed": True},
+        "frame_rate": FPS, "sigmas": torch.tensor([float(s) for s in STAGE2_SIGMAS.split(",")]),
+        "sampler": SAMPLER, "cfg": CFG, "seed": SEED,
+        "tiles_h": tiles_h, "tiles_w": tiles_w, "overlap": overlap, "upscaler": str(upscaler),
+        "out_video": torch.zeros(b, c, f, 2 * h, 2 * w),
+    }  # fmt: skip
+
+
+def _tdp_ranks(rank: int, world_size: int, init_file: str, root: str, tiny_dir: str, out_dir: str) -> None:
+    """One rank: ComfyUI's model side imported, the tiny file loaded through ComfyUI's loader, then
+    the tdp_upscale command for every case; rank 0 saves each case's video and its grid."""
+    import torch.distributed as dist
+
+    from ltx2_mgpu.workers.embedded.tiny_model import CHECKPOINT_FILE_NAME, UPSCALER_FILE_NAME
+    from ltx2_mgpu.workers.engine.comfy.bootstrap import import_comfyui
+    from ltx2_mgpu.workers.engine.comfy.model import ComfyModel
+    from ltx2_mgpu.workers.rank.ops_tdp import tdp_upscale
+    from ltx2_mgpu.workers.wire.comfyui_root import check_comfyui_root
+
+    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world_size)
+    device = torch.device("cpu")
+    import_comfyui(check_comfyui_root(root), device)
+    model = ComfyModel.load(Path(tiny_dir) / CHECKPOINT_FILE_NAME, device, torch.float32)
+    job = SimpleNamespace(
+        rank=rank, world_size=world_size, runtime=SimpleNamespace(device=device, state={"model": model}),
+        progress=lambda step, total, **extra: None, check_cancel=lambda: None,
+    )  # fmt: skip
+    inputs = stage1_inputs()
+    for name, tiles in CASES.items():
+        args = tdp_args(inputs, tiles, Path(tiny_dir) / UPSCALER_FILE_NAME)
+        t0 = time.perf_counter()
+        result = tdp_upscale(job, args)
+        if rank == 0:
+            seconds = time.perf_counter() - t0
+            torch.save(
+                {"video": args["out_video"], "result": result, "seconds": seconds}, f"{out_dir}/{name}.pt"
+            )
+    dist.destroy_process_group()
+
+
+@pytest.fixture(scope="module")
+def runs(tiny, tmp_path_factory) -> dict[int, dict[str, dict]]:
+    """{world size: {case: what rank 0 saved}}."""
+    out = {}
+    for world_size in WORLD_SIZES:
+        folder = tmp_path_factory.mktemp(f"tdp-comfy-{world_size}")
+        root, tiny_dir = str(comfyui_root()), str(tiny.checkpoint.parent)
+        run_ranks(_tdp_ranks, world_size, folder, root, tiny_dir, str(folder), timeout_s=RANKS_TIMEOUT_S)
+        out[world_size] = {name: torch.load(folder / f"{name}.pt") for name in CASES}
+    return out
+
+
+def relative(a: torch.Tensor, b: torch.Tensor) -> float:
+    return float((a - b).abs().max()) / float(b.abs().max())
+
+
+@pytest.mark.parametrize("world_size", WORLD_SIZES)
+def test_one_tile_is_native_stage2(native, runs, world_size):
+    native_video = native[0]
+    ours = runs[world_size]["one_tile"]
+    rel = relative(ours["video"], native_video)
+    print(f"\n[tdp comfy] one tile, {world_size} rank(s) vs native: rel {rel:.2e} ({ours['seconds']:.1f} s)")
+    assert ours["result"]["tiles"] == [1, 1]
+    assert rel <= RELATIVE_TOLERANCE
+
+
+@pytest.mark.parametrize("case", ["tiles_1x3", "auto"])
+def test_tiled_result_does_not_depend_on_the_rank_count(native, runs, case):
+    counts = {w: runs[w][case]["result"]["tiles"] for w in WORLD_SIZES}
+    if case == "auto" and len({tuple(c) for c in counts.values()}) > 1:
+        pytest.xfail(f"tiles=auto still follows the rank count here ({counts}); issue 20 item 6 fixes that")
+    reference = runs[1][case]["video"]
+    for world_size in WORLD_SIZES[1:]:
+        rel = relative(runs[world_size][case]["video"], reference)
+        print(f"\n[tdp comfy] {case} {counts[world_size]}: {world_size} ranks vs 1: rel {rel:.2e}")
+        assert rel <= RELATIVE_TOLERANCE
+    if case == "tiles_1x3":
+        # The tiles really ran: several tiles are not the untiled stage (the comparison can fail).
+        assert relative(reference, native[0]) > 100 * RELATIVE_TOLERANCE
