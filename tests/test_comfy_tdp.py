@@ -27,9 +27,8 @@ from comfyui_harness import comfyui_in_process, comfyui_root
 
 from conftest import run_ranks, tiny_conditioning
 from ltx2_mgpu.workers.embedded.tiny_model import CAPTION_CHANNELS
+from ltx2_mgpu.workers.engine.comfy.tiled_cond_batch import check_conditioning
 from ltx2_mgpu.workers.strategies import tiled
-
-pytestmark = pytest.mark.comfyui
 
 RELATIVE_TOLERANCE = 1e-5
 # Stage-1 latents of a 9-frame 96x64 clip at 24 fps: video [1,128,2,2,3] -> upscaled [1,128,2,4,6];
@@ -40,8 +39,13 @@ POSITIVE_TOKENS, NEGATIVE_TOKENS = 11, 6
 SEED, CFG, SAMPLER = 42, 3.0, "euler_ancestral"
 # The official template's stage-2 sigmas.
 STAGE2_SIGMAS = "0.909375, 0.725, 0.421875, 0.0"
-# name: (tiles_h, tiles_w, overlap). 1x3 deals 3, 2+1 and 1+1+1 tiles to 1, 2 and 3 ranks.
-CASES = {"one_tile": (1, 1, 0), "tiles_1x3": (1, 3, 1), "auto": (tiled.AUTO, tiled.AUTO, 1)}
+# name: (tiles_h, tiles_w, overlap, with audio). 1x3 deals 3, 2+1 and 1+1+1 tiles to 1, 2 and 3 ranks.
+CASES = {
+    "one_tile": (1, 1, 0, True),
+    "tiles_1x3": (1, 3, 1, True),
+    "auto": (tiled.AUTO, tiled.AUTO, 1, True),
+    "video_only_one_tile": (1, 1, 0, False),
+}
 WORLD_SIZES = (1, 2, 3)
 RANKS_TIMEOUT_S = 900.0
 
@@ -59,8 +63,8 @@ def stage1_inputs() -> SimpleNamespace:
 
 
 @pytest.fixture(scope="module")
-def native(tiny) -> list[torch.Tensor]:
-    """Upsample + stage 2 with ComfyUI's own nodes; [video, audio]."""
+def native(tiny) -> dict[bool, list[torch.Tensor]]:
+    """Upsample + stage 2 with ComfyUI's own nodes: {with audio: [video, audio], without: [video]}."""
     with comfyui_in_process(comfyui_root()):
         import folder_paths
         from comfy_extras import nodes_custom_sampler as cs
@@ -77,22 +81,27 @@ def native(tiny) -> list[torch.Tensor]:
             {"samples": inputs.video}, upscale_model, vae
         )
         audio = {"samples": inputs.audio, "noise_mask": torch.zeros(AUDIO_SHAPE)}
-        (latent,) = nodes_lt.LTXVConcatAVLatent.execute(video, audio)
+        (av_latent,) = nodes_lt.LTXVConcatAVLatent.execute(video, audio)
         (sigmas,) = cs.ManualSigmas.execute(STAGE2_SIGMAS)
         (guider,) = cs.CFGGuider.execute(model, inputs.positive, inputs.negative, CFG)
         (noise,) = cs.RandomNoise.execute(SEED)
         (sampler,) = cs.KSamplerSelect.execute(SAMPLER)
-        with torch.inference_mode():
-            out = cs.SamplerCustomAdvanced.execute(noise, guider, sampler, sigmas, latent)[0]
-        return [t.clone() for t in out["samples"].unbind()]
+        out = {}
+        for with_audio, latent in ((True, av_latent), (False, video)):
+            with torch.inference_mode():
+                samples = cs.SamplerCustomAdvanced.execute(noise, guider, sampler, sigmas, latent)[0][
+                    "samples"
+                ]
+            out[with_audio] = [t.clone() for t in (samples.unbind() if samples.is_nested else [samples])]
+        return out
 
 
-def tdp_args(inputs: SimpleNamespace, tiles: tuple[int, int, int], upscaler: Path) -> dict:
+def tdp_args(inputs: SimpleNamespace, case: tuple[int, int, int, bool], upscaler: Path) -> dict:
     """The command's arguments as the node sends them (nodes/tdp_upscaler.py)."""
-    tiles_h, tiles_w, overlap = tiles
+    tiles_h, tiles_w, overlap, with_audio = case
     b, c, f, h, w = VIDEO_SHAPE
     return {
-        "video": inputs.video, "audio": inputs.audio,
+        "video": inputs.video, "audio": inputs.audio if with_audio else None,
         "positive": {"tensor": inputs.positive[0][0], "unprocessed": True},
         "negative": {"tensor": inputs.negative[0][0], "unprocessed": True},
         "frame_rate": FPS, "sigmas": torch.tensor([float(s) for s in STAGE2_SIGMAS.split(",")]),
@@ -116,14 +125,15 @@ def _tdp_ranks(rank: int, world_size: int, init_file: str, root: str, tiny_dir: 
     dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world_size)
     device = torch.device("cpu")
     import_comfyui(check_comfyui_root(root), device)
-    model = ComfyModel.load(Path(tiny_dir) / CHECKPOINT_FILE_NAME, device, torch.float32)
+    # Without its VAE, as the comfy backend's loader loads it: the statistics come from the file.
+    model = ComfyModel.load(Path(tiny_dir) / CHECKPOINT_FILE_NAME, device, torch.float32, with_vae=False)
     job = SimpleNamespace(
         rank=rank, world_size=world_size, runtime=SimpleNamespace(device=device, state={"model": model}),
         progress=lambda step, total, **extra: None, check_cancel=lambda: None,
     )  # fmt: skip
     inputs = stage1_inputs()
-    for name, tiles in CASES.items():
-        args = tdp_args(inputs, tiles, Path(tiny_dir) / UPSCALER_FILE_NAME)
+    for name, case in CASES.items():
+        args = tdp_args(inputs, case, Path(tiny_dir) / UPSCALER_FILE_NAME)
         t0 = time.perf_counter()
         result = tdp_upscale(job, args)
         if rank == 0:
@@ -150,16 +160,20 @@ def relative(a: torch.Tensor, b: torch.Tensor) -> float:
     return float((a - b).abs().max()) / float(b.abs().max())
 
 
+@pytest.mark.comfyui
 @pytest.mark.parametrize("world_size", WORLD_SIZES)
-def test_one_tile_is_native_stage2(native, runs, world_size):
-    native_video = native[0]
-    ours = runs[world_size]["one_tile"]
-    rel = relative(ours["video"], native_video)
-    print(f"\n[tdp comfy] one tile, {world_size} rank(s) vs native: rel {rel:.2e} ({ours['seconds']:.1f} s)")
+@pytest.mark.parametrize("case", ["one_tile", "video_only_one_tile"])
+def test_one_tile_is_native_stage2(native, runs, world_size, case):
+    with_audio = CASES[case][3]
+    ours = runs[world_size][case]
+    rel = relative(ours["video"], native[with_audio][0])
+    print(f"\n[tdp comfy] {case}, {world_size} rank(s) vs native: rel {rel:.2e} ({ours['seconds']:.1f} s)")
     assert ours["result"]["tiles"] == [1, 1]
+    assert ours["result"]["audio_frames"] == (AUDIO_SHAPE[2] if with_audio else None)
     assert rel <= RELATIVE_TOLERANCE
 
 
+@pytest.mark.comfyui
 @pytest.mark.parametrize("case", ["tiles_1x3", "auto"])
 def test_tiled_result_does_not_depend_on_the_rank_count(native, runs, case):
     counts = {w: runs[w][case]["result"]["tiles"] for w in WORLD_SIZES}
@@ -172,4 +186,12 @@ def test_tiled_result_does_not_depend_on_the_rank_count(native, runs, case):
         assert rel <= RELATIVE_TOLERANCE
     if case == "tiles_1x3":
         # The tiles really ran: several tiles are not the untiled stage (the comparison can fail).
-        assert relative(reference, native[0]) > 100 * RELATIVE_TOLERANCE
+        assert relative(reference, native[True][0]) > 100 * RELATIVE_TOLERANCE
+
+
+@pytest.mark.parametrize("key", ["keyframe_idxs", "guide_attention_entries", "area", "mask"])
+def test_conditioning_a_tile_cannot_carry_is_refused_with_what_to_do(key):
+    conditioning = [[torch.zeros(1, 2, 4), {"frame_rate": FPS, key: torch.zeros(1)}]]
+    with pytest.raises(ValueError, match=rf"negative conditioning carries '{key}'.*LTXVCropGuides"):
+        check_conditioning(conditioning, "negative")
+    check_conditioning([[torch.zeros(1, 2, 4), {"frame_rate": FPS}]], "negative")

@@ -72,7 +72,7 @@ def tdp_upscale_comfy(job, model: ComfyModel, args: dict) -> dict:
     audio = args.get("audio")
     latent = held_audio_latent(video, None if audio is None else audio.to(rt.device))
 
-    def on_step(step: int, _x0, _x, total: int) -> None:
+    def on_step(step: int, total: int, _x0: list, _x: list) -> None:
         job.progress(step + 1, total)
         job.check_cancel()
 

@@ -25,6 +25,10 @@ from .model import ComfyModel
 # A key only the LTX latent upsampler has (LatentUpscaleModelLoader tells the families apart so).
 LTX_UPSAMPLER_KEY = "post_upsample_res_blocks.0.conv2.bias"
 _CACHE_PREFIX = "latent_upsampler:"  # + file path: one upsampler kept per rank at a time
+_STATISTICS_KEY = "video_statistics"
+# Where a single-file LTX checkpoint keeps the video VAE's statistics (ComfyUI's VAE loads them from here).
+STATISTICS_PREFIX = "vae.per_channel_statistics."
+STATISTICS_NAMES = ("std-of-means", "mean-of-means")
 
 
 def load_latent_upsampler(path: Path, device: torch.device) -> torch.nn.Module:
@@ -59,13 +63,31 @@ def cached_latent_upsampler(model: ComfyModel, path: Path, device: torch.device)
 
 
 def video_statistics(model: ComfyModel) -> torch.nn.Module:
-    """The video VAE's per-channel statistics (un_normalize / normalize) of the loaded file."""
-    if model.vae is None:
-        raise ValueError(
-            f"{model.path} was loaded without a video VAE, and the TDP Upscaler needs its per-channel "
-            "statistics to upsample; load a single-file LTX checkpoint (with its VAE) in the MGPU Loader"
-        )
-    return model.vae.first_stage_model.per_channel_statistics
+    """The video VAE's per-channel statistics (un_normalize / normalize) of the loaded file: the
+    loaded VAE's own, else ComfyUI's statistics module filled from the file (the ranks load the
+    diffusion model without its VAE). Kept in model.extras. ValueError when the file holds none."""
+    if model.vae is not None:
+        return model.vae.first_stage_model.per_channel_statistics
+    if _STATISTICS_KEY not in model.extras:
+        model.extras[_STATISTICS_KEY] = _statistics_from_file(model.path)
+    return model.extras[_STATISTICS_KEY]
+
+
+def _statistics_from_file(path: Path) -> torch.nn.Module:
+    from comfy.ldm.lightricks.vae.causal_video_autoencoder import processor
+    from safetensors import safe_open
+
+    with safe_open(str(path), framework="pt", device="cpu") as f:
+        missing = [STATISTICS_PREFIX + n for n in STATISTICS_NAMES if STATISTICS_PREFIX + n not in f.keys()]
+        if missing:
+            raise ValueError(
+                f"{path} holds no video VAE statistics ({', '.join(missing)}), which the TDP Upscaler needs to "
+                "upsample; load a single-file LTX checkpoint (with its VAE) in the MGPU Loader"
+            )
+        statistics = processor()
+        for name in STATISTICS_NAMES:
+            statistics.register_buffer(name, f.get_tensor(STATISTICS_PREFIX + name))
+    return statistics.eval()
 
 
 def upsample_video(model: ComfyModel, upsampler: torch.nn.Module, video: torch.Tensor) -> torch.Tensor:
@@ -74,5 +96,6 @@ def upsample_video(model: ComfyModel, upsampler: torch.nn.Module, video: torch.T
     statistics = video_statistics(model)
     weight = next(upsampler.parameters())
     with torch.inference_mode():
+        # The statistics' buffers follow x's dtype and device inside un_normalize / normalize.
         x = statistics.un_normalize(video.to(device=weight.device, dtype=weight.dtype))
         return statistics.normalize(upsampler(x)).to(dtype=video.dtype)

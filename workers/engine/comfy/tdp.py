@@ -10,7 +10,6 @@ Import only after bootstrap.import_comfyui.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 
 import torch
@@ -21,8 +20,9 @@ from .tiled_cond_batch import Reduce, TiledCondBatch, check_conditioning
 
 # The key our wrapper is registered under on the sampling clone of the ModelPatcher.
 WRAPPER_KEY = "ltx2_mgpu_tdp"
-# ComfyUI's sampler callback: (step, x0, x, total_steps), nested latents as NestedTensor.
-SamplerCallback = Callable[[int, object, object, int], None]
+# callback(step, total_steps, x0, x) after each step (0-based), x0 and x as lists of streams, video
+# first: the form of the comfy backend's sampling module, so either serves.
+StepCallback = Callable[[int, int, list[torch.Tensor], list[torch.Tensor]], None]
 
 
 def held_audio_latent(video: torch.Tensor, audio: torch.Tensor | None) -> dict:
@@ -54,7 +54,7 @@ def denoise_tiled(
     rank: int,
     world_size: int,
     reduce: Reduce,
-    callback: SamplerCallback | None = None,
+    callback: StepCallback | None = None,
 ) -> dict:
     """`latent` (a LATENT dict, video or AV nested, video first) denoised along `sigmas` with the
     model call tiled over `grid`; returns the LATENT the sampler gives. Collective (one `reduce` per
@@ -72,12 +72,11 @@ def denoise_tiled(
         WRAPPER_KEY,
         TiledCondBatch(grid, shapes, rank=rank, world_size=world_size, reduce=reduce),
     )
-    tiled_model = dataclasses.replace(model, patcher=patcher)
-    return sample(tiled_model, positive, negative, latent, sigmas, sampler_name, cfg, seed, callback)
+    return sample(patcher, positive, negative, latent, sigmas, sampler_name, cfg, seed, callback=callback)
 
 
 def sample(
-    model: ComfyModel,
+    patcher,
     positive: list,
     negative: list | None,
     latent: dict,
@@ -85,19 +84,20 @@ def sample(
     sampler_name: str,
     cfg: float,
     seed: int,
-    callback: SamplerCallback | None = None,
+    *,
+    callback: StepCallback | None = None,
 ) -> dict:
-    """ComfyUI's CFGGuider loop as SamplerCustomAdvanced runs it (noise from the seed over the whole
-    latent, the LATENT's noise_mask, no progress bar). Stand-in until the comfy backend's shared
-    sampling module serves TDP too; same signature."""
+    """ComfyUI's CFGGuider loop on `patcher` as SamplerCustomAdvanced runs it (noise from the seed over
+    the whole latent, the LATENT's noise_mask, no progress bar); a new LATENT dict. Stand-in until the
+    comfy backend's sampling module (same signature and callback) is on this branch."""
     import comfy.sample
     import comfy.samplers
 
-    guider = comfy.samplers.CFGGuider(model.patcher)
+    guider = comfy.samplers.CFGGuider(patcher)
     guider.set_conds(positive, [] if negative is None else negative)  # none: cfg 1, no uncond pass
     guider.set_cfg(cfg)
     samples = comfy.sample.fix_empty_latent_channels(
-        model.patcher,
+        patcher,
         latent["samples"],
         latent.get("downscale_ratio_spacial"),
         latent.get("downscale_ratio_temporal"),
@@ -106,10 +106,20 @@ def sample(
     with torch.inference_mode():
         out = guider.sample(
             noise, samples, comfy.samplers.sampler_object(sampler_name), sigmas,
-            denoise_mask=latent.get("noise_mask"), callback=callback, disable_pbar=True, seed=seed,
+            denoise_mask=latent.get("noise_mask"), disable_pbar=True, seed=seed,
+            callback=None if callback is None else _stream_callback(callback),
         )  # fmt: skip
     result = {
         k: v for k, v in latent.items() if k not in ("downscale_ratio_spacial", "downscale_ratio_temporal")
     }
     result["samples"] = out
     return result
+
+
+def _streams(value) -> list[torch.Tensor]:
+    return list(value.unbind()) if getattr(value, "is_nested", False) else [value]
+
+
+def _stream_callback(callback: StepCallback):
+    """ComfyUI's sampler callback (step, x0, x, total_steps) as a StepCallback."""
+    return lambda step, x0, x, total: callback(step, total, _streams(x0), _streams(x))
