@@ -339,11 +339,11 @@ def tdp_upscale(job, args: dict) -> dict:
     shape. Returns per rank: grid, tiles and tokens on the rank, and `audio_frames`, how many stage-1
     audio frames go with the result (a first-frames preview is shorter)."""
     rt = job.runtime
-    model = loaded_model(job)
-    if isinstance(model, ComfyModel):
+    if isinstance(rt.state.get("model"), ComfyModel):
         from .ops_tdp_comfy import tdp_upscale_comfy  # ops_tdp_comfy imports this module
 
-        return tdp_upscale_comfy(job, model, args)
+        return tdp_upscale_comfy(job, rt.state["model"], args)
+    model = loaded_model(job)
     try:
         grid, up_shape, region = validate(args, int(args.get("max_video_tokens", DEFAULT_MAX_VIDEO_TOKENS)))
         out_shape = up_shape if region is None else region.shape

@@ -24,13 +24,13 @@ from .ops import InputRejected
 
 
 def comfy_conditioning(cond: dict | None, frame_rate: float) -> list | None:
-    """The client's conditioning form ({"tensor", "unprocessed"}, nodes/convert.py) back into the
-    CONDITIONING the node received, with the frame rate LTXVConditioning put there."""
+    """The client's conditioning form ({"tensor", "unprocessed", optional "extras"}, nodes/convert.py)
+    back into the CONDITIONING the node received, with the frame rate LTXVConditioning put there."""
     if cond is None:
         return None
-    options: dict = {"frame_rate": frame_rate}
-    if cond["unprocessed"]:
-        options["unprocessed_ltxav_embeds"] = True
+    options = dict(cond.get("extras") or {})  # e.g. the text attention mask, guide keyframe indices
+    options["unprocessed_ltxav_embeds"] = bool(cond["unprocessed"])
+    options["frame_rate"] = frame_rate
     return [[cond["tensor"], options]]
 
 
