@@ -3,26 +3,23 @@ call tiled (tiled_cond_batch.TiledCondBatch), on every rank in lockstep.
 
 What native ComfyUI computes for stage 2 (LTXVLatentUpsampler -> LTXVConcatAVLatent with the held
 stage-1 audio -> SamplerCustomAdvanced with CFGGuider), with one change: each model call runs per
-tile. The noise is drawn once for the whole latent from the seed, as native draws it, and each
+tile. The sampling is the comfy backend's (sampling.sample, SamplerCustomAdvanced's loop). The
+noise is drawn once for the whole latent from the seed, as native draws it, and each
 model call sees its tile's cut of the noised latent, so one tile with overlap 0 is native stage 2.
 Import only after bootstrap.import_comfyui.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import torch
 
 from ...strategies import tiled
 from .model import ComfyModel
+from .sampling import StepCallback, sample
 from .tiled_cond_batch import Reduce, TiledCondBatch, check_conditioning
 
 # The key our wrapper is registered under on the sampling clone of the ModelPatcher.
 WRAPPER_KEY = "ltx2_mgpu_tdp"
-# callback(step, total_steps, x0, x) after each step (0-based), x0 and x as lists of streams, video
-# first: the form of the comfy backend's sampling module, so either serves.
-StepCallback = Callable[[int, int, list[torch.Tensor], list[torch.Tensor]], None]
 
 
 def held_audio_latent(video: torch.Tensor, audio: torch.Tensor | None) -> dict:
@@ -72,54 +69,8 @@ def denoise_tiled(
         WRAPPER_KEY,
         TiledCondBatch(grid, shapes, rank=rank, world_size=world_size, reduce=reduce),
     )
-    return sample(patcher, positive, negative, latent, sigmas, sampler_name, cfg, seed, callback=callback)
-
-
-def sample(
-    patcher,
-    positive: list,
-    negative: list | None,
-    latent: dict,
-    sigmas: torch.Tensor,
-    sampler_name: str,
-    cfg: float,
-    seed: int,
-    *,
-    callback: StepCallback | None = None,
-) -> dict:
-    """ComfyUI's CFGGuider loop on `patcher` as SamplerCustomAdvanced runs it (noise from the seed over
-    the whole latent, the LATENT's noise_mask, no progress bar); a new LATENT dict. Stand-in until the
-    comfy backend's sampling module (same signature and callback) is on this branch."""
-    import comfy.sample
-    import comfy.samplers
-
-    guider = comfy.samplers.CFGGuider(patcher)
-    guider.set_conds(positive, [] if negative is None else negative)  # none: cfg 1, no uncond pass
-    guider.set_cfg(cfg)
-    samples = comfy.sample.fix_empty_latent_channels(
-        patcher,
-        latent["samples"],
-        latent.get("downscale_ratio_spacial"),
-        latent.get("downscale_ratio_temporal"),
-    )
-    noise = comfy.sample.prepare_noise(samples, seed, latent.get("batch_index"))
     with torch.inference_mode():
-        out = guider.sample(
-            noise, samples, comfy.samplers.sampler_object(sampler_name), sigmas,
-            denoise_mask=latent.get("noise_mask"), disable_pbar=True, seed=seed,
-            callback=None if callback is None else _stream_callback(callback),
+        return sample(
+            patcher, positive, [] if negative is None else negative,  # none: cfg 1, no uncond pass
+            latent, sigmas, sampler_name, cfg, seed, callback=callback,
         )  # fmt: skip
-    result = {
-        k: v for k, v in latent.items() if k not in ("downscale_ratio_spacial", "downscale_ratio_temporal")
-    }
-    result["samples"] = out
-    return result
-
-
-def _streams(value) -> list[torch.Tensor]:
-    return list(value.unbind()) if getattr(value, "is_nested", False) else [value]
-
-
-def _stream_callback(callback: StepCallback):
-    """ComfyUI's sampler callback (step, x0, x, total_steps) as a StepCallback."""
-    return lambda step, x0, x, total: callback(step, total, _streams(x0), _streams(x))

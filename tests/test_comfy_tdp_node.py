@@ -1,0 +1,58 @@
+"""The TDP Upscaler node on an MGPU_MODEL with backend "comfy" (2 CPU ranks, one tile, overlap 0)
+against native ComfyUI stage 2 (tests/test_comfy_tdp.py has the native side and the rank-level cases)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from comfyui_harness import comfyui_root
+from test_comfy_tdp import AUDIO_SHAPE, CFG, SAMPLER, SEED, STAGE2_SIGMAS, relative, stage1_inputs
+from test_comfyui_native_parity import comfy  # noqa: F401
+
+from conftest import assert_no_leaks
+from ltx2_mgpu.workers.group.manager import MGPUModel, get_manager
+from ltx2_mgpu.workers.wire.comfyui_root import check_comfyui_root
+
+pytestmark = pytest.mark.comfyui
+
+
+def test_node_one_tile_on_the_comfy_backend_is_native_stage2(comfy, tiny):  # noqa: F811
+    import folder_paths
+    from comfy_extras import nodes_custom_sampler as cs
+    from comfy_extras import nodes_hunyuan, nodes_lt_upsampler
+
+    from ltx2_mgpu.nodes.tdp_upscaler import LTX2TDPUpscaler
+
+    folder_paths.add_model_folder_path("latent_upscale_models", str(tiny.spatial_upscaler.parent))
+    inputs = stage1_inputs()
+    (upscale_model,) = nodes_hunyuan.LatentUpscaleModelLoader.execute(tiny.spatial_upscaler.name)
+    (video,) = nodes_lt_upsampler.LTXVLatentUpsampler.execute(
+        {"samples": inputs.video}, upscale_model, comfy.vae
+    )
+    audio = {"samples": inputs.audio, "noise_mask": torch.zeros(AUDIO_SHAPE)}
+    (latent,) = comfy.lt.LTXVConcatAVLatent.execute(video, audio)
+    (sigmas,) = cs.ManualSigmas.execute(STAGE2_SIGMAS)
+    (guider,) = cs.CFGGuider.execute(comfy.model, inputs.positive, inputs.negative, CFG)
+    with torch.inference_mode():
+        native = cs.SamplerCustomAdvanced.execute(
+            cs.RandomNoise.execute(SEED)[0], guider, cs.KSamplerSelect.execute(SAMPLER)[0], sigmas, latent
+        )[0]["samples"].unbind()
+    root = check_comfyui_root(comfyui_root())
+    model = MGPUModel.create(
+        tiny.checkpoint, devices="cpu:2", dtype="float32", backend="comfy",
+        comfyui_root=root.path, comfyui_version=root.version,
+    )  # fmt: skip
+    stage1 = {"samples": comfy.NestedTensor((inputs.video, inputs.audio))}
+    try:
+        (out,) = LTX2TDPUpscaler().upscale(
+            model, inputs.positive, inputs.negative, stage1, tiny.spatial_upscaler.name, SAMPLER, CFG, SEED,
+            "1x1", 0, sigmas=sigmas,
+        )  # fmt: skip
+    finally:
+        get_manager().unload()
+        assert_no_leaks()
+    ours = out["samples"].tensors
+    rel = relative(ours[0], native[0])
+    print(f"\n[tdp node, comfy backend, 2 ranks] one tile vs native: rel {rel:.2e}")
+    assert rel <= 1e-5
+    assert torch.equal(ours[1], inputs.audio)
