@@ -21,6 +21,7 @@ from ..engine.comfy.model import ComfyModel
 from ..wire.config import DEFAULT_MAX_VIDEO_TOKENS
 from . import ops_tdp
 from .ops import InputRejected
+from .preview import step_callbacks
 
 
 def comfy_conditioning(cond: dict | None, frame_rate: float) -> list | None:
@@ -72,15 +73,17 @@ def tdp_upscale_comfy(job, model: ComfyModel, args: dict) -> dict:
     audio = args.get("audio")
     latent = held_audio_latent(video, None if audio is None else audio.to(rt.device))
 
-    def on_step(step: int, total: int, _x0: list, _x: list) -> None:
-        job.progress(step + 1, total)
-        job.check_cancel()
+    on_denoised, on_step = step_callbacks(job, bool(args.get("live_preview")))
+
+    def callback(step: int, total: int, x0: list[torch.Tensor], x: list[torch.Tensor]) -> None:
+        on_denoised(step, total, x0)  # the live preview of the blended video, as on ltx-core
+        on_step(step + 1, total, x)  # progress, and Cancel agreed at the step boundary
 
     job.check_cancel()
     out = denoise_tiled(
         model, latent, positive, negative, args["sigmas"].float(), str(args["sampler"]), cfg,
         int(args["seed"]), grid, rank=job.rank, world_size=job.world_size,
-        reduce=ops_tdp.all_reduce_sum(job.world_size), callback=on_step,
+        reduce=ops_tdp.all_reduce_sum(job.world_size), callback=callback,
     )  # fmt: skip
     samples = out["samples"]
     result = samples.unbind()[0] if samples.is_nested else samples
