@@ -177,8 +177,6 @@ def test_one_tile_is_native_stage2(native, runs, world_size, case):
 @pytest.mark.parametrize("case", ["tiles_1x3", "auto"])
 def test_tiled_result_does_not_depend_on_the_rank_count(native, runs, case):
     counts = {w: runs[w][case]["result"]["tiles"] for w in WORLD_SIZES}
-    if case == "auto" and len({tuple(c) for c in counts.values()}) > 1:
-        pytest.xfail(f"tiles=auto still follows the rank count here ({counts}); issue 20 item 6 fixes that")
     reference = runs[1][case]["video"]
     for world_size in WORLD_SIZES[1:]:
         rel = relative(runs[world_size][case]["video"], reference)
