@@ -120,7 +120,7 @@ def _validate(args: dict, model) -> None:
 
     from .ops_sampling import validate_streams
 
-    validate_streams({**args, "sampler": "euler"}, int(args.get("max_video_tokens", 32768)))
+    validate_streams({**args, "sampler": "euler"}, int(args.get("max_video_tokens", 32768)), job.world_size)
     if args["sampler"] not in comfy.samplers.KSAMPLER_NAMES:
         raise InputRejected(
             f"sampler {args['sampler']!r} is not one of ComfyUI's k-samplers; choose one of "
