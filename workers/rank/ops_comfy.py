@@ -69,7 +69,7 @@ def sample_comfy(job, args: dict) -> dict:
 
     rt = job.runtime
     model = rt.state["model"]
-    _validate(args, model)
+    _validate(args, model, job.world_size)
     exchange = model.extras["exchange"]
     try:
         parallel = SequenceParallel.for_model(exchange, model.diffusion_model)
@@ -114,13 +114,13 @@ def sample_comfy(job, args: dict) -> dict:
     }
 
 
-def _validate(args: dict, model) -> None:
+def _validate(args: dict, model, world_size: int) -> None:
     """What the user can get wrong, refused alike on every rank before any collective."""
     import comfy.samplers
 
     from .ops_sampling import validate_streams
 
-    validate_streams({**args, "sampler": "euler"}, int(args.get("max_video_tokens", 32768)), job.world_size)
+    validate_streams({**args, "sampler": "euler"}, int(args.get("max_video_tokens", 32768)), world_size)
     if args["sampler"] not in comfy.samplers.KSAMPLER_NAMES:
         raise InputRejected(
             f"sampler {args['sampler']!r} is not one of ComfyUI's k-samplers; choose one of "
