@@ -3,21 +3,23 @@
 Started by launcher.py with `python -c <bootstrap> <pack root>`; the bootstrap makes the pack
 importable as `ltx2_mgpu` and calls `main()`. The first line on stdin is the boot record (JSON); the
 rest of stdin stays open as the parent-death signal: when it reaches EOF the UI process is gone and
-the worker exits at once, whatever it was doing.
+the worker exits at once, whatever it was doing. A UI process that was killed (SIGKILL, OOM killer)
+could not unlink its shared-memory segments, so the workers do it before they exit.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
 import threading
 import time
 from multiprocessing.connection import Client
 from pathlib import Path
 
-from ..wire import protocol
-from ..wire.config import HEARTBEAT_INTERVAL_S
+from ..wire import protocol, shm
+from ..wire.config import HEARTBEAT_INTERVAL_S, OWNER_EXIT_WAIT_S
 
 BOOTSTRAP = (
     "import sys, importlib.util as u\n"
@@ -30,13 +32,31 @@ BOOTSTRAP = (
 )
 
 
-def _exit_when_parent_dies(stream) -> None:
+def _exit_when_parent_dies(stream, owner_pid: int, workdir: str) -> None:
     # Blocks until the UI process closes our stdin (normally or by dying).
     try:
         while stream.read(4096):
             pass
+        if _owner_is_gone(owner_pid):
+            # Every rank does this; unlink and rmtree are idempotent.
+            shm.unlink_owner_segments(owner_pid)
+            shutil.rmtree(workdir, ignore_errors=True)
     finally:
         os._exit(0)
+
+
+def _owner_is_gone(owner_pid: int) -> bool:
+    """Whether the UI process has died (we were reparented), rather than closed our stdin on purpose.
+
+    The kernel closes a dying process's files before it reparents its children, so our stdin's EOF can
+    come a moment before getppid() changes: wait up to OWNER_EXIT_WAIT_S for it.
+    """
+    deadline = time.monotonic() + OWNER_EXIT_WAIT_S
+    while os.getppid() == owner_pid:
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
 
 
 def _heartbeat(control: protocol.ControlBlock, rank: int) -> None:
@@ -47,7 +67,11 @@ def _heartbeat(control: protocol.ControlBlock, rank: int) -> None:
 
 def main() -> None:
     boot = json.loads(sys.stdin.buffer.readline().decode())
-    threading.Thread(target=_exit_when_parent_dies, args=(sys.stdin.buffer,), daemon=True).start()
+    threading.Thread(
+        target=_exit_when_parent_dies,
+        args=(sys.stdin.buffer, int(boot["owner_pid"]), boot["workdir"]),
+        daemon=True,
+    ).start()
 
     rank = int(boot["rank"])
     control = protocol.ControlBlock.attach(protocol.shm.TensorSpec.from_wire(boot["control"]))

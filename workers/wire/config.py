@@ -28,6 +28,12 @@ START_TIMEOUT_S = _env_float("LTX2_MGPU_START_TIMEOUT_S", 180.0)
 ERROR_GRACE_S = _env_float("LTX2_MGPU_ERROR_GRACE_S", 10.0)
 # Polite stop (SIGTERM after the stop command) before SIGKILL.
 STOP_GRACE_S = 5.0
+# When the UI process exits (Ctrl+C, SIGTERM) its workers are sent SIGTERM and get this long before
+# SIGKILL: the exit must not wait for a job (a user expects ComfyUI gone within a few seconds).
+EXIT_GRACE_S = 2.0
+# A worker whose stdin closed waits this long to see itself reparented (its owner dead) before it
+# removes the owner's segments; the reparenting follows the EOF within milliseconds.
+OWNER_EXIT_WAIT_S = 1.0
 # How often the client wakes up to check cancel, heartbeats and deaths while a job runs.
 POLL_INTERVAL_S = 0.05
 # Shared-memory names: /dev/shm/<prefix>-<owner pid>-<random>; the owner pid lets a later

@@ -3,8 +3,9 @@
 NOTE [shm lifetime]: the UI process creates every segment (owner-only permissions, a random name
 that carries its pid) and unlinks the name as soon as the job that uses it ends. Mappings outlive
 the name, so the tensor a node returns stays valid while nothing is left in /dev/shm. A segment
-whose owner died before unlinking is removed by `sweep_stale_segments` when the next group starts.
-Linux only (as NCCL and CUDA IPC are).
+whose owner died before unlinking is removed by its workers as they exit (workers/entry.py), and
+failing that by `sweep_stale_segments` when the next group starts. When the owner exits, `close_owner`
+unlinks all its names and refuses new ones (workers/shutdown.py). Linux only (as NCCL and CUDA IPC are).
 
 Pre-faulting a segment's pages before writing them: shm_prefault.py.
 """
@@ -17,6 +18,7 @@ import mmap
 import os
 import re
 import secrets
+import threading
 from dataclasses import dataclass
 
 import torch
@@ -36,6 +38,10 @@ _DTYPES: dict[str, torch.dtype] = {
     "bool": torch.bool,
 }
 _NAME_RE = re.compile(rf"^{SHM_PREFIX}-(\d+)-[0-9a-f]+$")
+# Held from the closed-check to the name's creation, so `close_owner` sees every name made before it
+# closed and none is made after. Re-entrant: close_owner may run in a signal handler on the main thread.
+_CREATE_LOCK = threading.RLock()
+_closed = False
 
 
 def dtype_name(dtype: torch.dtype) -> str:
@@ -103,7 +109,12 @@ def create(
     spec = TensorSpec(
         name=name or new_segment_name(), shape=tuple(int(s) for s in shape), dtype=dtype_name(dtype)
     )
-    fd = os.open(_path(spec.name), os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600)
+    with _CREATE_LOCK:
+        if _closed:
+            raise RuntimeError(
+                "this process is exiting: its worker groups were stopped, no new tensors are shared"
+            )
+        fd = os.open(_path(spec.name), os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600)
     try:
         os.ftruncate(fd, max(spec.nbytes, 1))
         buf = _map(fd, spec.nbytes)
@@ -163,6 +174,22 @@ def list_segments(owner_pid: int | None = None) -> list[str]:
         if m and (owner_pid is None or int(m.group(1)) == owner_pid):
             names.append(entry)
     return sorted(names)
+
+
+def unlink_owner_segments(owner_pid: int) -> list[str]:
+    """Unlink every segment of one owner process. Returns their names."""
+    names = list_segments(owner_pid)
+    for name in names:
+        unlink(name)
+    return names
+
+
+def close_owner() -> list[str]:
+    """This process is exiting: unlink all its segments and refuse to create any more. Returns the names."""
+    global _closed
+    with _CREATE_LOCK:
+        _closed = True
+    return unlink_owner_segments(os.getpid())
 
 
 def sweep_stale_segments() -> list[str]:
