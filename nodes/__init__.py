@@ -8,6 +8,7 @@ import pkgutil
 from pathlib import Path
 
 from ..workers.group.manager import get_manager
+from ..workers.group.shutdown import install_sigterm_handler
 from . import comfy
 
 NODE_CLASS_MAPPINGS: dict[str, type] = {}
@@ -23,3 +24,7 @@ for _info in sorted(pkgutil.iter_modules([str(Path(__file__).parent)]), key=lamb
 
 # Inside ComfyUI, "Unload Models" also stops the worker group (and frees its GPU memory).
 comfy.install_unload_hook(get_manager().unload)
+# ComfyUI has no SIGTERM handler (systemd, docker stop): the process would end without atexit, leaving
+# the workers' shared memory. Ctrl+C needs nothing here: it ends main.py and atexit runs (workers/group/shutdown.py).
+if comfy.in_comfyui():
+    install_sigterm_handler()

@@ -9,7 +9,6 @@ and raises a fatal error naming the rank and cause (the next run starts a fresh 
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import itertools
 import os
@@ -20,7 +19,6 @@ import subprocess
 import tempfile
 import threading
 import time
-import weakref
 from collections.abc import Callable, Sequence
 from multiprocessing import AuthenticationError
 from multiprocessing.connection import Connection, Listener, wait
@@ -42,12 +40,11 @@ from ..wire.errors import (
     WorkerGroupError,
     WorkerHung,
 )
+from . import console, shutdown
 from .launcher import Placement, worker_command, worker_env
 
 ProgressFn = Callable[[int, int, dict], None]
 CancelFn = Callable[[], bool]
-
-_LIVE_GROUPS: weakref.WeakSet[WorkerGroup] = weakref.WeakSet()
 
 
 class WorkerGroup:
@@ -64,6 +61,7 @@ class WorkerGroup:
         self._control_name: str | None = None
         self._workdir: Path | None = None
         self._job_ids = itertools.count(1)
+        self._ending = False  # set by end_now (process exit), read by a job that may still be running
         self.worker_info: list[dict] = []
         self.heartbeat_timeout_s = HEARTBEAT_TIMEOUT_S
         self.error_grace_s = ERROR_GRACE_S
@@ -86,12 +84,17 @@ class WorkerGroup:
             if self._procs:
                 raise RuntimeError("this group was already started; make a new WorkerGroup to restart")
             shm.sweep_stale_segments()
+            t0 = time.monotonic()
             try:
                 self._start(timeout_s)
             except BaseException:
                 self._teardown(kill=True)
                 raise
-            _LIVE_GROUPS.add(self)
+            shutdown.track(self)
+            console.info(
+                f"started {self.world_size} workers ({', '.join(self.placement.devices)}) "
+                f"in {console.seconds(time.monotonic() - t0)}"
+            )
             return self
 
     def _start(self, timeout_s: float) -> None:
@@ -184,10 +187,40 @@ class WorkerGroup:
                     rank=rank,
                 )
 
-    def stop(self) -> None:
-        """Stop every worker and free what the group holds. Safe to call twice."""
+    def stop(self, reason: str = "") -> None:
+        """Stop every worker and free what the group holds. Safe to call twice. Waits for a running job
+        (it holds the lock); the process-exit path that must not wait is `end_now`. `reason` goes into
+        the console line."""
         with self._lock:
+            running = len(self._procs)
+            t0 = time.monotonic()
             self._teardown(kill=False)
+            if running:
+                because = f" ({reason})" if reason else ""
+                console.info(
+                    f"stopped {running} workers in {console.seconds(time.monotonic() - t0)}{because}"
+                )
+
+    def end_now(self, deadline: float) -> None:
+        """Process exit (workers/group/shutdown.py NOTE [exit]): SIGTERM every worker now, SIGKILL those left at
+        `deadline` (time.monotonic), without waiting for the job lock. A job still running in another
+        thread then fails (its workers are gone); the group cannot be used afterwards."""
+        self._ending = True
+        procs = list(self._procs)
+        for proc in procs:
+            if proc.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    proc.terminate()
+        for proc in procs:
+            try:
+                proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        if self._control_name is not None:
+            shm.unlink(self._control_name)
+        if self._workdir is not None:
+            shutil.rmtree(self._workdir, ignore_errors=True)
 
     def _teardown(self, *, kill: bool) -> None:
         if not kill:
@@ -216,7 +249,7 @@ class WorkerGroup:
         if self._workdir is not None:
             shutil.rmtree(self._workdir, ignore_errors=True)
             self._workdir = None
-        _LIVE_GROUPS.discard(self)
+        shutdown.untrack(self)
 
     # ----- jobs ------------------------------------------------------------------------------
     def run(
@@ -238,6 +271,8 @@ class WorkerGroup:
         are so workers write into them. Every segment name of the job is unlinked when it ends.
         """
         with self._lock:
+            if self._ending:
+                raise WorkerDied("the worker group was stopped because this process is exiting")
             if not self.is_alive:
                 raise WorkerDied("the worker group is not running; it is restarted on the next run")
             job_id = next(self._job_ids)
@@ -272,6 +307,10 @@ class WorkerGroup:
         first_failure_at: float | None = None
         cancel_sent = False
         while len(results) + len(failures) < self.world_size:
+            if self._ending:
+                self._fail(
+                    WorkerDied("this process is exiting: its workers were stopped mid-job", job_id=job_id)
+                )
             pending = [r for r in range(self.world_size) if r not in results and r not in failures]
             # Deaths are found by polling below, after draining the messages that arrived first.
             for item in wait([self._conns[r] for r in pending], timeout=POLL_INTERVAL_S):
@@ -417,10 +456,3 @@ def _json_line(obj: dict) -> str:
     import json
 
     return json.dumps(obj) + "\n"
-
-
-@atexit.register
-def _stop_live_groups() -> None:
-    for group in list(_LIVE_GROUPS):
-        with contextlib.suppress(Exception):
-            group.stop()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -24,7 +25,7 @@ from ..strategies.sequence_parallel import check_compilable
 from ..wire.backend import BACKEND_COMFY, BACKEND_LTXCORE, COMFY_OPS
 from ..wire.config import DEFAULT_MAX_VIDEO_TOKENS
 from ..wire.errors import JobInputError, WorkerGroupError
-from . import client
+from . import client, console
 from .launcher import Placement, parse_devices
 
 
@@ -102,18 +103,23 @@ class GroupManager:
         (`with_loras`), so another LoRA set never reloads the base (workers/engine/ltxcore/lora.py).
         """
         with self._lock:
+            t0 = time.monotonic()
             base = replace(model, loras=())
             if self._loaded != base:
                 check_fits(model)
             group = self._group
-            if group is not None and (not group.is_alive or group.placement != model.placement):
-                self.unload()
+            if group is not None and not group.is_alive:
+                self.unload("a worker had exited")
+                group = None
+            elif group is not None and group.placement != model.placement:
+                self.unload(f"the model asks for other devices: {', '.join(model.placement.devices)}")
                 group = None
             if group is None:
                 group = client.WorkerGroup(model.placement, env=self.env).start()
                 self._group, self._loaded = group, None
             if self._loaded != base:
                 self._loaded = None
+                t_load = time.monotonic()
                 try:
                     group.run(
                         "load_model",
@@ -137,6 +143,15 @@ class GroupManager:
                     raise
                 # A reused worker model may still hold LoRAs from before: the first sync finds out.
                 self._loaded, self._loras = base, None
+                console.info(
+                    f"loaded {_describe(base)} into {group.world_size} workers "
+                    f"in {console.seconds(time.monotonic() - t_load)}"
+                )
+            else:
+                console.info(
+                    f"reusing {_describe(base)}, already loaded in {group.world_size} workers: no reload "
+                    f"({console.seconds(time.monotonic() - t0)})"
+                )
             if with_loras and self._loras != active_loras(model.loras):
                 self._switch_loras(group, active_loras(model.loras), should_cancel)
             return group
@@ -176,12 +191,25 @@ class GroupManager:
                     self._group, self._loaded = None, None
                 raise
 
-    def unload(self) -> None:
-        """Stop the group and free all it holds (ComfyUI's "Unload Models")."""
+    def unload(self, reason: str = "Unload Models") -> None:
+        """Stop the group and free all it holds (ComfyUI's "Unload Models"). `reason` goes into the
+        console line."""
         with self._lock:
             if self._group is not None:
-                self._group.stop()
+                self._group.stop(reason)
             self._group, self._loaded, self._loras = None, None, ()
+
+
+def _describe(model: MGPUModel) -> str:
+    """How the console names a loaded model: file name, dtype, and the options that change the weights."""
+    options = [model.dtype]
+    if model.mode != "comfyui":
+        options.append(f"mode {model.mode}")
+    if model.fp8_matmul:
+        options.append("fp8_matmul")
+    if model.compile_blocks:
+        options.append("compile_blocks")
+    return f"{Path(model.checkpoint).name} ({', '.join(options)})"
 
 
 def check_fits(model: MGPUModel) -> None:

@@ -3,9 +3,9 @@
 NOTE [shm lifetime]: the UI process creates every segment (owner-only permissions, a random name
 that carries its pid) and unlinks the name as soon as the job that uses it ends. Mappings outlive
 the name, so the tensor a node returns stays valid while nothing is left in /dev/shm. A segment
-whose owner died before unlinking is removed by its workers as they exit (workers/entry.py), and
+whose owner died before unlinking is removed by its workers as they exit (workers/rank/entry.py), and
 failing that by `sweep_stale_segments` when the next group starts. When the owner exits, `close_owner`
-unlinks all its names and refuses new ones (workers/shutdown.py). Linux only (as NCCL and CUDA IPC are).
+unlinks all its names and refuses new ones (workers/group/shutdown.py). Linux only (as NCCL and CUDA IPC are).
 
 Pre-faulting a segment's pages before writing them: shm_prefault.py.
 """

@@ -1,0 +1,112 @@
+"""Ending the worker groups when the UI process exits (Ctrl+C, SIGTERM, the end of a script).
+
+NOTE [exit]: the exit path never waits for a job. A job holds its group's lock for as long as it runs
+(minutes for a real video), so waiting for it would keep ComfyUI alive after "Stopped server". Instead,
+without taking any lock:
+1. the process's shared-memory names are unlinked and new ones refused (`shm.close_owner`), first,
+   so that a second Ctrl+C arriving during the rest cannot leave any; a job thread that is still
+   running cannot create one after the sweep;
+2. every live group's workers get SIGTERM, and SIGKILL after EXIT_GRACE_S (at once on a second Ctrl+C);
+3. the job thread, if any, finds its workers gone and ends with an error nobody waits for.
+If the UI process is killed outright (SIGKILL), its workers see their stdin close and remove its
+segments themselves (workers/rank/entry.py).
+
+Ctrl+C reaches us through atexit (ComfyUI turns it into KeyboardInterrupt and returns from main.py).
+SIGTERM, which ends the process without atexit, gets a handler (`install_sigterm_handler`) that runs
+the same path and then hands the signal on to the handler that was there before.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import signal
+import threading
+import time
+import weakref
+from types import FrameType
+from typing import Protocol
+
+from ..wire import shm
+from ..wire.config import EXIT_GRACE_S
+from . import console
+
+
+class Endable(Protocol):
+    world_size: int
+
+    def end_now(self, deadline: float) -> None:
+        """End the workers by `deadline` (time.monotonic), without the job lock; SIGKILL after it."""
+        ...
+
+
+_GROUPS: weakref.WeakSet[Endable] = weakref.WeakSet()
+_ended = False
+
+
+def track(group: Endable) -> None:
+    """A started group: end it when the process exits."""
+    _GROUPS.add(group)
+
+
+def untrack(group: Endable) -> None:
+    _GROUPS.discard(group)
+
+
+def end_all_groups(reason: str) -> None:
+    """Stop every worker group of this process and leave nothing in /dev/shm. Never waits for a job;
+    returns within about EXIT_GRACE_S. Afterwards no group can run in this process."""
+    global _ended
+    if _ended:
+        return
+    _ended = True
+    t0 = time.monotonic()
+    removed = shm.close_owner()
+    groups = list(_GROUPS)
+    deadline = t0 + EXIT_GRACE_S
+    for group in groups:
+        try:
+            group.end_now(deadline)
+        except KeyboardInterrupt:  # a second Ctrl+C: no more grace for anyone
+            deadline = time.monotonic()
+            group.end_now(deadline)
+        untrack(group)
+    removed += shm.close_owner()  # anything a job thread created while the workers were ending
+    workers = sum(g.world_size for g in groups)
+    if workers or removed:
+        console.info(
+            f"{reason}: stopped {workers} workers in {console.seconds(time.monotonic() - t0)}; "
+            f"removed {len(removed)} shared-memory segments"
+        )
+
+
+@atexit.register
+def _at_exit() -> None:
+    end_all_groups("exiting")
+
+
+def install_sigterm_handler() -> bool:
+    """On SIGTERM (systemd, docker stop, kill), end every group first, then hand the signal to the
+    handler that was installed before (by default: the process ends by SIGTERM, as without us).
+
+    Only from the main thread (Python's rule for signal handlers). Not installed when SIGTERM is
+    ignored (the host chose to survive it) or when ours is already there. Returns whether installed.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return False
+    previous = signal.getsignal(signal.SIGTERM)
+    if previous == signal.SIG_IGN or getattr(previous, "_ltx2_mgpu_exit", False):
+        return False
+
+    def on_sigterm(signum: int, frame: FrameType | None) -> None:
+        end_all_groups("SIGTERM")
+        if callable(previous):
+            previous(signum, frame)
+            return
+        # SIG_DFL, or a handler not set from Python (None), which cannot be called: end as SIG_DFL does.
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+
+    on_sigterm._ltx2_mgpu_exit = True  # type: ignore[attr-defined]
+    signal.signal(signal.SIGTERM, on_sigterm)
+    return True
