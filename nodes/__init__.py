@@ -23,8 +23,10 @@ for _info in sorted(pkgutil.iter_modules([str(Path(__file__).parent)]), key=lamb
         NODE_DISPLAY_NAME_MAPPINGS[_node_id] = _display
 
 # Inside ComfyUI, "Unload Models" also stops the worker group (and frees its GPU memory).
-comfy.install_unload_hook(get_manager().unload)
+# ComfyUI also unloads all models after an out-of-memory error and with --disable-smart-memory.
+comfy.install_unload_hook(lambda: get_manager().unload("ComfyUI unloaded all models"))
 # ComfyUI has no SIGTERM handler (systemd, docker stop): the process would end without atexit, leaving
-# the workers' shared memory. Ctrl+C needs nothing here: it ends main.py and atexit runs (workers/group/shutdown.py).
+# the workers' shared memory. Ctrl+C needs nothing here: it ends main.py, then atexit runs
+# (workers/group/shutdown.py).
 if comfy.in_comfyui():
     install_sigterm_handler()

@@ -202,9 +202,9 @@ class WorkerGroup:
                 )
 
     def end_now(self, deadline: float) -> None:
-        """Process exit (workers/group/shutdown.py NOTE [exit]): SIGTERM every worker now, SIGKILL those left at
-        `deadline` (time.monotonic), without waiting for the job lock. A job still running in another
-        thread then fails (its workers are gone); the group cannot be used afterwards."""
+        """Process exit (workers/group/shutdown.py NOTE [exit]): SIGTERM every worker now, SIGKILL those
+        left at `deadline` (time.monotonic), without waiting for the job lock. A job still running in
+        another thread then fails (its workers are gone); the group cannot be used afterwards."""
         self._ending = True
         procs = list(self._procs)
         for proc in procs:

@@ -191,7 +191,7 @@ class GroupManager:
                     self._group, self._loaded = None, None
                 raise
 
-    def unload(self, reason: str = "Unload Models") -> None:
+    def unload(self, reason: str = "unload requested") -> None:
         """Stop the group and free all it holds (ComfyUI's "Unload Models"). `reason` goes into the
         console line."""
         with self._lock:

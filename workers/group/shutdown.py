@@ -76,7 +76,7 @@ def end_all_groups(reason: str) -> None:
     if workers or removed:
         console.info(
             f"{reason}: stopped {workers} workers in {console.seconds(time.monotonic() - t0)}; "
-            f"removed {len(removed)} shared-memory segments"
+            f"shared-memory segments removed: {len(removed)}"
         )
 
 
