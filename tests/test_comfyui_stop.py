@@ -128,6 +128,10 @@ def test_stopping_comfyui_mid_run_is_quick_and_leaves_nothing(case, tiny, how):
     exit_s = time_to_exit(server, t0)
     assert exit_s <= EXIT_LIMIT_S, f"{how}: ComfyUI still ran {EXIT_LIMIT_S} s later\n{server.log_tail()}"
     assert_nothing_left(server, case.workers, how)
+    # A job thread that raised into ComfyUI while the interpreter finalized aborted the process.
+    assert "Fatal Python error" not in server.log_tail(10**7), server.log_tail()
+    if how != "second_ctrl_c":  # a second KeyboardInterrupt may end it with a traceback (code 1)
+        assert server.proc.returncode == (-signal.SIGTERM if how == "sigterm" else 0), server.log_tail()
     stopped = [line for line in pack_lines(server) if f"stopped {WORKERS} workers" in line]
     print(f"\n[stop] {how} mid-run: ComfyUI exited in {exit_s:.2f} s; {segments} segments before, 0 after")
     print("\n".join(stopped))

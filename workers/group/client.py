@@ -61,7 +61,6 @@ class WorkerGroup:
         self._control_name: str | None = None
         self._workdir: Path | None = None
         self._job_ids = itertools.count(1)
-        self._ending = False  # set by end_now (process exit), read by a job that may still be running
         self.worker_info: list[dict] = []
         self.heartbeat_timeout_s = HEARTBEAT_TIMEOUT_S
         self.error_grace_s = ERROR_GRACE_S
@@ -83,6 +82,7 @@ class WorkerGroup:
         with self._lock:
             if self._procs:
                 raise RuntimeError("this group was already started; make a new WorkerGroup to restart")
+            shutdown.wait_if_exiting()
             shm.sweep_stale_segments()
             t0 = time.monotonic()
             try:
@@ -205,7 +205,6 @@ class WorkerGroup:
         """Process exit (workers/group/shutdown.py NOTE [exit]): SIGTERM every worker now, SIGKILL those
         left at `deadline` (time.monotonic), without waiting for the job lock. A job still running in
         another thread then fails (its workers are gone); the group cannot be used afterwards."""
-        self._ending = True
         procs = list(self._procs)
         for proc in procs:
             if proc.poll() is None:
@@ -271,8 +270,7 @@ class WorkerGroup:
         are so workers write into them. Every segment name of the job is unlinked when it ends.
         """
         with self._lock:
-            if self._ending:
-                raise WorkerDied("the worker group was stopped because this process is exiting")
+            shutdown.wait_if_exiting()
             if not self.is_alive:
                 raise WorkerDied("the worker group is not running; it is restarted on the next run")
             job_id = next(self._job_ids)
@@ -307,10 +305,7 @@ class WorkerGroup:
         first_failure_at: float | None = None
         cancel_sent = False
         while len(results) + len(failures) < self.world_size:
-            if self._ending:
-                self._fail(
-                    WorkerDied("this process is exiting: its workers were stopped mid-job", job_id=job_id)
-                )
+            shutdown.wait_if_exiting()
             pending = [r for r in range(self.world_size) if r not in results and r not in failures]
             # Deaths are found by polling below, after draining the messages that arrived first.
             for item in wait([self._conns[r] for r in pending], timeout=POLL_INTERVAL_S):
@@ -424,6 +419,7 @@ def _slots_to_wire(value: Any, names: list[str]) -> Any:
 
 def output_slot(shape: Sequence[int], dtype: torch.dtype) -> protocol.OutputSlot:
     """Allocate a tensor in shared memory for workers to write a result into."""
+    shutdown.wait_if_exiting()
     spec, tensor = shm.create(tuple(shape), dtype)
     return protocol.OutputSlot(spec=spec, tensor=tensor)
 

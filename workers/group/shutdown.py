@@ -7,7 +7,10 @@ without taking any lock:
    so that a second Ctrl+C arriving during the rest cannot leave any; a job thread that is still
    running cannot create one after the sweep;
 2. every live group's workers get SIGTERM, and SIGKILL after EXIT_GRACE_S (at once on a second Ctrl+C);
-3. the job thread, if any, finds its workers gone and ends with an error nobody waits for.
+3. the job thread, if any, waits for the end of the process (`wait_if_exiting`) rather than raise:
+   an error raised into ComfyUI runs its error report, which formats the node's input tensors while
+   the interpreter finalizes, and that aborted the process ("Fatal Python error: Aborted", a core dump
+   on some systems) on every Ctrl+C mid-run.
 If the UI process is killed outright (SIGKILL), its workers see their stdin close and remove its
 segments themselves (workers/rank/entry.py).
 
@@ -28,7 +31,8 @@ from types import FrameType
 from typing import Protocol
 
 from ..wire import shm
-from ..wire.config import EXIT_GRACE_S
+from ..wire.config import EXIT_GRACE_S, EXIT_JOB_WAIT_S
+from ..wire.errors import WorkerDied
 from . import console
 
 
@@ -51,6 +55,20 @@ def track(group: Endable) -> None:
 
 def untrack(group: Endable) -> None:
     _GROUPS.discard(group)
+
+
+def is_exiting() -> bool:
+    return _ended
+
+
+def wait_if_exiting() -> None:
+    """For a job thread: if the process is exiting, block until it is gone (the interpreter ends
+    without this daemon thread). Raises WorkerDied only if the process lives on EXIT_JOB_WAIT_S later
+    (a chained SIGTERM handler that did not end it)."""
+    if not _ended:
+        return
+    threading.Event().wait(EXIT_JOB_WAIT_S)
+    raise WorkerDied("the worker groups were stopped because this process was told to exit")
 
 
 def end_all_groups(reason: str) -> None:

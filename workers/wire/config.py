@@ -31,6 +31,9 @@ STOP_GRACE_S = 5.0
 # When the UI process exits (Ctrl+C, SIGTERM) its workers are sent SIGTERM and get this long before
 # SIGKILL: the exit must not wait for a job (a user expects ComfyUI gone within a few seconds).
 EXIT_GRACE_S = 2.0
+# A job thread that finds the process exiting waits this long for the end instead of raising (NOTE
+# [exit] in workers/group/shutdown.py says why); only a process that did not end ever sees the error.
+EXIT_JOB_WAIT_S = 60.0
 # A worker whose stdin closed waits this long to see itself reparented (its owner dead) before it
 # removes the owner's segments; the reparenting follows the EOF within milliseconds.
 OWNER_EXIT_WAIT_S = 1.0
