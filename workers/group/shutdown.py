@@ -10,7 +10,7 @@ without taking any lock:
 3. the job thread, if any, waits for the end of the process (`wait_if_exiting`) rather than raise:
    an error raised into ComfyUI runs its error report, which formats the node's input tensors while
    the interpreter finalizes, and that aborted the process ("Fatal Python error: Aborted", a core dump
-   on some systems) on every Ctrl+C mid-run.
+   on some systems) in a Ctrl+C mid-run here.
 If the UI process is killed outright (SIGKILL), its workers see their stdin close and remove its
 segments themselves (workers/rank/entry.py).
 
