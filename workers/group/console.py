@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 
-CONSOLE_PREFIX = "[LTX-2 MultiGPU]"
+CONSOLE_PREFIX = "[LTX2 MultiGPU]"  # as the workers' error lines (workers/rank/runtime.py)
 _log = logging.getLogger("ltx2_mgpu")
 
 
