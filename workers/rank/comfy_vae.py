@@ -42,13 +42,13 @@ AUDIO_VAE_KEY = "comfy_audio_vae"
 CPU = torch.device("cpu")
 
 
-def _checkpoint_vae(model: ComfyModel, what: str):
-    if model.vae is None:
-        raise InputRejected(
-            f"{model.path} holds no video VAE that ComfyUI recognises; the Distributed VAE {what} needs a "
-            "checkpoint with its VAE (load the single-file checkpoint in MGPU Loader)"
-        )
-    return model.vae
+def _checkpoint_vae(model: ComfyModel) -> tuple[object, float]:
+    """(the checkpoint's VAE, seconds spent making it ready: its load on first use, then ~0)."""
+    start = time.perf_counter()
+    try:
+        return model.checkpoint_vae(), round(time.perf_counter() - start, 6)  # loaded on first use, then kept
+    except ValueError as exc:  # the same file on every rank: refused alike everywhere
+        raise InputRejected(str(exc)) from exc
 
 
 def _validate_decode(args: dict, vae) -> str:
@@ -144,7 +144,7 @@ def _audio_vae(model: ComfyModel, device: torch.device):
 def vae_decode_comfy(job, model: ComfyModel, args: dict) -> dict:
     """ops_vae.vae_decode on the comfy backend (collective)."""
     rt = job.runtime
-    vae = _checkpoint_vae(model, "Decode")
+    vae, vae_load_s = _checkpoint_vae(model)
     mode = _validate_decode(args, vae)
     video, audio, out_audio = args["video"], args.get("audio"), args.get("out_audio")
     audio_rank = job.world_size - 1
@@ -179,6 +179,7 @@ def vae_decode_comfy(job, model: ComfyModel, args: dict) -> dict:
     return {
         "backend": "comfy",
         "mode": mode,
+        "vae_load_s": vae_load_s,
         "total_s": round(time.perf_counter() - start, 6),
         "video_s": round(video_s, 6),
         "audio_s": round(audio_s, 6),
@@ -207,7 +208,7 @@ def _share_audio_shape(job, result: tuple[int, int, int], out: torch.Tensor, aud
 def vae_encode_comfy(job, model: ComfyModel, args: dict) -> dict:
     """ops_vae_encode.vae_encode on the comfy backend (collective)."""
     rt = job.runtime
-    vae = _checkpoint_vae(model, "Encode")
+    vae, vae_load_s = _checkpoint_vae(model)
     plan = validate_encode(args, job.world_size)
     reason = unsupported_reason(vae.first_stage_model.encoder)
     if reason is not None:
@@ -233,6 +234,7 @@ def vae_encode_comfy(job, model: ComfyModel, args: dict) -> dict:
         "backend": "comfy",
         "plan": describe_slabs(plan),
         "slab": list(plan.slabs[job.rank]) if plan.is_active(job.rank) else None,
+        "vae_load_s": vae_load_s,
         "total_s": round(time.perf_counter() - start, 6),
         "exchange_s": round(exchange_s, 6),
         "bytes_sent": sent,

@@ -43,8 +43,8 @@ def load_comfy(job, args: dict, exchange) -> dict:
     rt.state.pop("model", None)
     job.progress(0, 1)
     try:
-        # No VAE while only "sample" runs on this backend (wire/backend.py COMFY_OPS): the VAE commands
-        # still run on ltx-core. Load it here when vae_decode / vae_encode join COMFY_OPS.
+        # No VAE here: the first vae_decode / vae_encode loads it (ComfyModel.checkpoint_vae), so a
+        # workflow that only samples does not pay for it.
         model = ComfyModel.load(path, rt.device, dtype, with_vae=False)
     except (ValueError, RuntimeError) as exc:
         raise InputRejected(f"ComfyUI could not load {path}: {exc}") from exc

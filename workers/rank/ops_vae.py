@@ -169,11 +169,12 @@ def _decode_audio(
 @op("vae_decode")
 def vae_decode(job, args: dict) -> dict:
     rt = job.runtime
-    model = loaded_model(job)
-    if isinstance(model, ComfyModel):
+    comfy_model = rt.state.get("model")
+    if isinstance(comfy_model, ComfyModel):  # before loaded_model, which accepts ltx-core's only
         from .comfy_vae import vae_decode_comfy  # imports ComfyUI's VAE code: only on the comfy backend
 
-        return vae_decode_comfy(job, model, args)
+        return vae_decode_comfy(job, comfy_model, args)
+    model = loaded_model(job)
     plan = validate(args, job.world_size)
     try:
         prefault = shm_prefault.prefault_setting(args.get("prefault"))

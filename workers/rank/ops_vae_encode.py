@@ -99,11 +99,12 @@ def slab_input(
 @op("vae_encode")
 def vae_encode(job, args: dict) -> dict:
     rt = job.runtime
-    model = loaded_model(job)
-    if isinstance(model, ComfyModel):
+    comfy_model = rt.state.get("model")
+    if isinstance(comfy_model, ComfyModel):  # before loaded_model, which accepts ltx-core's only
         from .comfy_vae import vae_encode_comfy  # imports ComfyUI's VAE code: only on the comfy backend
 
-        return vae_encode_comfy(job, model, args)
+        return vae_encode_comfy(job, comfy_model, args)
+    model = loaded_model(job)
     plan = validate(args, job.world_size)
     memory = PeakMemory(rt.device)
     error = None

@@ -19,7 +19,7 @@ class ComfyModel:
     """One LTX file on one rank. `patcher` is comfy.model_patcher.ModelPatcher (LTXAV inside) with
     the LoRA set `loras` applied (lora.apply_loras), a clone of `base_patcher` (the file as loaded,
     no patches; the same object while no LoRA is set); `vae` the comfy.sd.VAE of a single-file
-    checkpoint (None for a diffusion-model-only file)."""
+    checkpoint once loaded (`checkpoint_vae`), else None."""
 
     path: Path
     dtype: torch.dtype | None  # None: ComfyUI's own choice (quantized files keep their formats)
@@ -60,4 +60,45 @@ class ComfyModel:
         if patcher is None:
             raise ValueError(f"{path} holds no diffusion model that ComfyUI recognises")
         mm.load_models_gpu([patcher], force_full_load=True)
-        return ComfyModel(path=path, dtype=dtype, patcher=patcher, vae=vae if with_vae else None)
+        # A diffusion-model-only file comes back with an empty VAE object: keep None (checkpoint_vae says why).
+        has_vae = with_vae and vae is not None and vae.first_stage_model is not None
+        return ComfyModel(path=path, dtype=dtype, patcher=patcher, vae=vae if has_vae else None)
+
+    def checkpoint_vae(self) -> Any:
+        """The file's video VAE as CheckpointLoaderSimple gives it, on this rank's device, ready to run.
+
+        Loaded on first use and kept: the sampler's load skips it (seconds on the 19B file), a workflow
+        that decodes pays it once. Raises ValueError naming the file when it holds no video VAE.
+        """
+        import comfy.model_management as mm
+
+        if self.vae is None:
+            self.vae = _load_checkpoint_vae(self.path, self.patcher)
+        # As VAEDecode / VAEEncode do before every call: ComfyUI may have offloaded it for the sampler.
+        mm.load_models_gpu([self.vae.patcher], force_full_load=True)
+        return self.vae
+
+
+def _load_checkpoint_vae(path: Path, patcher: Any) -> Any:
+    import comfy.sd
+    import safetensors
+
+    prefixes = tuple(patcher.model.model_config.vae_key_prefix)
+    # Read only the header first: a diffusion-model-only file would make ComfyUI's loader build the
+    # whole transformer again before it finds no VAE.
+    with safetensors.safe_open(str(path), framework="pt") as f:
+        has_vae = any(key.startswith(prefixes) for key in f.keys())
+    if not has_vae:
+        raise ValueError(
+            f"{path} holds no video VAE ({', '.join(p + '*' for p in prefixes)} weights); the Distributed VAE "
+            "nodes need a single-file checkpoint with its VAE: load that file in MGPU Loader"
+        )
+    # ComfyUI's own VAE-only reload of a checkpoint (comfy.sd.load_checkpoint_vae_patcher), on our device.
+    _model, _clip, vae, _ = comfy.sd.load_checkpoint_guess_config(
+        str(path),
+        output_vae=True,
+        output_clip=False,
+        output_model=False,
+        model_options={"load_device": patcher.load_device},
+    )
+    return vae
