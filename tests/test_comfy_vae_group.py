@@ -147,3 +147,29 @@ def test_sampler_then_decode_loads_the_file_once(comfy, tiny, ops_run):  # noqa:
     with torch.inference_mode():
         (native,) = nodes.VAEDecode().decode(comfy.vae, {"samples": samples})
     assert torch.equal(image, native)
+
+
+def test_file_without_vae_is_refused_by_name(comfy, tiny, tmp_path):  # noqa: F811
+    """A file with the transformer only: the decode says which file lacks its VAE and what to load, alike
+    on every rank, and the group stays up (the same request is refused again, not a fatal error)."""
+    from safetensors import safe_open
+    from safetensors.torch import save_file
+
+    from ltx2_mgpu.nodes.vae_decode import LTX2DistributedVAEDecode
+
+    stripped = tmp_path / "transformer-only.safetensors"
+    with safe_open(str(tiny.checkpoint), framework="pt") as f:
+        weights = {k: f.get_tensor(k) for k in f.keys() if not k.startswith("vae.")}
+        save_file(weights, str(stripped), metadata=f.metadata())
+    model = comfy_model(stripped, 2)
+    latent = {"samples": torch.randn(VIDEO_LATENT, generator=torch.Generator().manual_seed(5))}
+    try:
+        for _ in range(2):
+            with pytest.raises(
+                ValueError, match=r"transformer-only\.safetensors holds no video VAE \(vae\.\*"
+            ):
+                LTX2DistributedVAEDecode().decode(model, latent, mode="exact")
+        assert get_manager().group is not None and get_manager().group.is_alive
+    finally:
+        get_manager().unload()
+    assert_no_leaks()
