@@ -42,6 +42,12 @@ def native_in_process(
     from ltx2_mgpu.workers.engine.comfy.bootstrap import import_comfyui
 
     import_comfyui(root, device)
+    if device.type == "cuda":  # native means ComfyUI's own SDPA order, not the workers' cuDNN-first one
+        import comfy.ops
+
+        from ltx2_mgpu.workers.engine.comfy import bootstrap
+
+        comfy.ops.SDPA_BACKEND_PRIORITY[:] = list(bootstrap.comfyui_sdpa_order)
     from ltx2_mgpu.workers.rank.ops_comfy_bench import comfy_random_model, random_job_inputs, time_steps
 
     patcher = comfy_random_model(config, device, dtype, seed=0)
