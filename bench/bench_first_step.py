@@ -35,7 +35,7 @@ from ltx2_mgpu.workers.group.manager import MGPUModel, get_manager
 # Latent cells of the stage-1 video: 256 x 384 x 25 frames (half of bench_tdp's tiny 512 x 768 x 25).
 STAGE1_LATENT = (1, 128, 4, 8, 12)
 AUDIO_LATENT = (1, 8, 26, 16)  # 25 frames at 24 fps: round(25 / 24 * 25) audio latent frames
-# The distilled stage-1 schedule (8 steps) and the TDP stage-2 default (2 steps), shared/NOTES_LTX2.md.
+# The distilled stage-1 schedule (8 steps) and the TDP stage-2 default (2 steps), as Lightricks ships them.
 SP_SIGMAS = (1.0, 0.99375, 0.9875, 0.98125, 0.975, 0.909375, 0.725, 0.421875, 0.0)
 TDP_SIGMAS = (0.625, 0.4, 0.0)
 TEXT_TOKENS = 64

@@ -29,7 +29,7 @@ from ltx2_mgpu.workers.group.launcher import Placement
 from ltx2_mgpu.workers.rank.ops_bench import LTX2_19B_TRANSFORMER, random_transformer
 
 # (frames, height, width) in pixels -> latent (F, H, W): 512x768x121 -> 16x16x24 = 6,144 tokens;
-# 1024x1536x121 -> 16x32x48 = 24,576 tokens (NOTES_LTX2.md).
+# 1024x1536x121 -> 16x32x48 = 24,576 tokens (the LTX-2 VAE and patchifier).
 SHAPES = {6144: (1, 128, 16, 16, 24), 24576: (1, 128, 16, 32, 48)}
 AUDIO_FRAMES = 126  # 121 frames at 24 fps
 TINY = {

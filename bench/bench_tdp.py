@@ -54,7 +54,7 @@ from ltx2_mgpu.workers.strategies import tile_seams, tiled
 from ltx2_mgpu.workers.strategies.sequence_parallel import SequenceParallelModel
 from ltx2_mgpu.workers.strategies.tdp_preview import CENTRE_TILE, FIRST_FRAMES, PreviewRegion, preview_region
 
-# Lightricks' TDP stage-2 schedule (shared/NOTES_LTX2.md).
+# Lightricks' TDP stage-2 schedule (Lightricks' LTX-2 release notes).
 DEFAULT_SIGMAS = (0.625, 0.4, 0.0)
 # The issue's figure: 1024x1536x121 upscaled, 2x2 tiles with 5 cells of overlap.
 REAL_SIZE = (1024, 1536, 121)

@@ -9,10 +9,10 @@ names, their folders and Download buttons fed by the URLs in the workflow).
 
 Needs, beside ComfyUI and its virtual environment (psutil and Pillow come with it):
     apt-get install -y chromium                      # Debian's browser, used at /usr/bin/chromium
-    /work/comfyui-venv/bin/pip install playwright    # the Python package only; never run
+    <ComfyUI venv>/bin/pip install playwright        # the Python package only; never run
                                                      # `playwright install` (it fetches its own browser)
 Regenerate (from the repository root; prints any overlapping nodes or links hidden behind nodes):
-    /work/comfyui-venv/bin/python docs/screenshot_workflows.py --comfyui /work/comfyui
+    <ComfyUI venv>/bin/python docs/screenshot_workflows.py --comfyui /path/to/ComfyUI
 --comfyui defaults to $COMFYUI_PATH; `--only ltx2_mgpu_i2v` takes one workflow; --help for the rest.
 """
 

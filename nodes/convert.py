@@ -1,6 +1,6 @@
 """ComfyUI values <-> worker job arguments. Pure functions over tensors and dicts (no ComfyUI import).
 
-LATENT (NOTES_COMFYUI.md): {"samples": video [B,128,F,H,W] or a NestedTensor (video, audio), optional
+LATENT (docs/COMFYUI_LTX2_PARITY.md): {"samples": video [B,128,F,H,W] or a NestedTensor (video, audio), optional
 "noise_mask" nested the same way}. CONDITIONING: a list of [tensor, dict]; LTX-2's own encoder gives
 [B, T, C] with dict["unprocessed_ltxav_embeds"] = True, the compat form [B, L, 2C] without the flag;
 LTXVConditioning adds dict["frame_rate"].

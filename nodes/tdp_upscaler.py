@@ -22,7 +22,7 @@ from .convert import conditioning_args, split_latent
 from .jobs import run_job
 from .loader import CATEGORY
 
-# Lightricks' distilled stage-2 schedule for the TDP stage (shared/NOTES_LTX2.md).
+# Lightricks' distilled stage-2 schedule for the TDP stage (Lightricks' LTX-2 release notes).
 DEFAULT_SIGMAS = (0.625, 0.4, 0.0)
 UPSCALER_FOLDERS = ("latent_upscale_models",)
 # Grids offered, "rows x columns" (tiles along height x along width), up to 4 per axis: with the

@@ -15,7 +15,7 @@ latents [B, 128, (F-1)/8+1, H/32, W/32]; audio latents [B, 8, T, 16] at 25 frame
 float32 for CPU parity tests, which upcasts exactly.
 
 Weights are not ltx-core's near-zero init: with std 0.02 a 2-layer model hides position and
-normalisation mistakes (shared/NOTES_COMFYUI.md). Matrices get std gain/sqrt(fan_in) so every
+normalisation mistakes (docs/COMFYUI_LTX2_PARITY.md). Matrices get std gain/sqrt(fan_in) so every
 path contributes O(1), modulation tables are random, norm weights sit around 1, and the VAE
 statistics are far from (0, 1). Each tensor is drawn from its own generator seeded by
 (seed, file key), so a file is the same bytes on the same torch version.

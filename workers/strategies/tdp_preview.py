@@ -38,7 +38,7 @@ PREVIEW_MODES = (OFF, CENTRE_TILE, FIRST_FRAMES, BOTH)
 # Pixel frames of a "first frames" preview: one second at 24 fps (4 latent frames), enough to judge
 # motion; 8k + 1 as LTX-2 counts frames (EmptyLTXVLatentVideo's length).
 DEFAULT_PREVIEW_FRAMES = 25
-FRAMES_PER_LATENT_FRAME = 8  # LTX-2's VAE (shared/NOTES_LTX2.md)
+FRAMES_PER_LATENT_FRAME = 8  # LTX-2's VAE (Lightricks' LTX-2 release notes)
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """Text conditioning: from what ComfyUI's LTX-2 text encoding produces to the transformer's context.
 
-ComfyUI hands over one of two forms (NOTES_COMFYUI.md, docs/COMFYUI_LTX2_PARITY.md):
+ComfyUI hands over one of two forms (docs/COMFYUI_LTX2_PARITY.md):
   - unprocessed: [B, T, caption_channels] text features (flag `unprocessed_ltxav_embeds`); the
     embeddings connectors stored in the checkpoint turn them into context here, in the workers;
   - processed (compat): [B, L, 2 * caption_channels], the connectors already ran (video | audio halves).

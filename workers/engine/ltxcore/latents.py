@@ -21,7 +21,7 @@ from ltx_core.types import AudioLatentShape, SpatioTemporalScaleFactors, VideoLa
 VIDEO_LATENT_CHANNELS = 128
 AUDIO_LATENT_CHANNELS = 8
 AUDIO_MEL_BINS = 16
-# VAE compression of LTX-2: 8 frames and 32x32 pixels per latent cell (NOTES_LTX2.md).
+# VAE compression of LTX-2: 8 frames and 32x32 pixels per latent cell (the LTX-2 VAE and patchifier).
 VIDEO_SCALE = SpatioTemporalScaleFactors.default()
 
 
