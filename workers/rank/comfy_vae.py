@@ -32,7 +32,7 @@ from ..strategies.vae_decode import STAGING_BYTES, copy_through, to_image
 from ..strategies.vae_encode import HaloExchange
 from ..strategies.vae_encode_plan import split_evenly
 from .ops import InputRejected
-from .ops_vae import PeakMemory, agree_on_error
+from .ops_vae import PeakMemory, agree_on_error, check_audio_shape
 from .ops_vae_encode import latent_box, slab_input
 from .ops_vae_encode import validate as validate_encode
 
@@ -173,7 +173,11 @@ def vae_decode_comfy(job, model: ComfyModel, args: dict) -> dict:
             if tuple(waveform.shape) == tuple(out_audio.shape):
                 out_audio.copy_(waveform)
             audio_shape, audio_s = (waveform.shape[1], waveform.shape[2], rate), time.perf_counter() - t0
-    sample_rate = _share_audio_shape(job, audio_shape, out_audio, audio_rank) if audio is not None else None
+    sample_rate = (
+        check_audio_shape(job, audio_shape, out_audio, audio_rank, "ComfyUI's audio VAE")
+        if audio is not None
+        else None
+    )
     job.progress(1, 1)
     job.check_cancel()
     return {
@@ -187,22 +191,6 @@ def vae_decode_comfy(job, model: ComfyModel, args: dict) -> dict:
         **stats,
         **memory.read(),
     }
-
-
-def _share_audio_shape(job, result: tuple[int, int, int], out: torch.Tensor, audio_rank: int) -> int:
-    """Collective: every rank learns the audio rank's (channels, samples, rate) and all raise alike when
-    the waveform is not the shape the client allocated."""
-    shared = torch.tensor(result, dtype=torch.int64)
-    if job.world_size > 1:
-        dist.broadcast(shared, src=audio_rank, group=job.runtime.control_group)
-    channels, samples, rate = (int(v) for v in shared)
-    if (channels, samples) != tuple(out.shape[1:]):
-        raise RuntimeError(
-            f"ComfyUI's audio VAE made {channels} x {samples} samples but {out.shape[1]} x {out.shape[2]} were "
-            "allocated from the checkpoint's config (workers/rank/vae_outputs.py); report this with the "
-            "checkpoint's 'audio_vae' and 'vocoder' config"
-        )
-    return rate
 
 
 def vae_encode_comfy(job, model: ComfyModel, args: dict) -> dict:

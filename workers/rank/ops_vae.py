@@ -217,7 +217,7 @@ def vae_decode(job, args: dict) -> dict:
     with torch.inference_mode():
         stats = runner.run(args["video"], args["out_image"], decode, on_round)
     total_s = time.perf_counter() - start
-    sample_rate = _check_audio(job, audio_result, out_audio, audio_rank) if audio is not None else None
+    sample_rate = check_audio_shape(job, audio_result, out_audio, audio_rank) if audio is not None else None
     return {
         "backend": "ltxcore",
         "mode": "tiled",  # ltx-core's tiles (NOTE [vae tiles]); the exact mode runs on the comfy backend
@@ -231,16 +231,18 @@ def vae_decode(job, args: dict) -> dict:
     }
 
 
-def _check_audio(job, result: tuple[int, int, int], out: torch.Tensor, audio_rank: int) -> int:
+def check_audio_shape(
+    job, result: tuple[int, int, int], out: torch.Tensor, audio_rank: int, maker: str = "the vocoder"
+) -> int:
     """Collective: every rank learns the audio rank's waveform shape and rate; all raise alike (the
-    group stays usable) when it is not the shape the client allocated."""
+    group stays usable) when it is not the shape the client allocated. `maker` names what made it."""
     shared = torch.tensor(result, dtype=torch.int64)
     if job.world_size > 1:
         dist.broadcast(shared, src=audio_rank, group=job.runtime.control_group)
     channels, samples, rate = (int(v) for v in shared)
     if (channels, samples) != tuple(out.shape[1:]):
         raise RuntimeError(
-            f"the vocoder made {channels} x {samples} samples but {out.shape[1]} x {out.shape[2]} were "
+            f"{maker} made {channels} x {samples} samples but {out.shape[1]} x {out.shape[2]} were "
             "allocated from the checkpoint's config (workers/rank/vae_outputs.py); report this with the "
             "checkpoint's 'audio_vae' and 'vocoder' config"
         )
