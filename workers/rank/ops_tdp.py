@@ -372,6 +372,13 @@ def tdp_upscale(job, args: dict) -> dict:
     )  # fmt: skip
     if job.rank == 0:
         args["out_video"].copy_(result.to(args["out_video"].dtype))
+    return tdp_result(job, grid, up_shape, args, region, _audio_frames_out(args, region, model))
+
+
+def tdp_result(
+    job, grid, up_shape, args: dict, region: PreviewRegion | None, audio_frames: int | None
+) -> dict:
+    """The tdp_upscale reply, the same fields on both engines."""
     return {
         "tiles": list(grid.counts),
         "tiles_on_rank": len(grid.for_rank(job.rank, job.world_size)),
@@ -379,7 +386,7 @@ def tdp_upscale(job, args: dict) -> dict:
         "steps": len(args["sigmas"]) - 1,
         "video_tokens_on_rank": tokens_on_rank(grid, region, up_shape, job.rank, job.world_size),
         "preview_tile": None if region is None or region.tile is None else region.tile.index,
-        "audio_frames": _audio_frames_out(args, region, model),
+        "audio_frames": audio_frames,
     }
 
 

@@ -89,12 +89,4 @@ def tdp_upscale_comfy(job, model: ComfyModel, args: dict) -> dict:
     result = samples.unbind()[0] if samples.is_nested else samples
     if job.rank == 0:
         args["out_video"].copy_(result.to(args["out_video"].dtype))
-    return {
-        "tiles": list(grid.counts),
-        "tiles_on_rank": len(grid.for_rank(job.rank, job.world_size)),
-        "largest_tile_tokens": up_shape[2] * grid.largest_tile_cells,
-        "steps": len(args["sigmas"]) - 1,
-        "video_tokens_on_rank": ops_tdp.tokens_on_rank(grid, None, up_shape, job.rank, job.world_size),
-        "preview_tile": None,
-        "audio_frames": None if audio is None else int(audio.shape[2]),
-    }
+    return ops_tdp.tdp_result(job, grid, up_shape, args, None, None if audio is None else int(audio.shape[2]))
