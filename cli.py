@@ -18,7 +18,7 @@ def _make_tiny(args: argparse.Namespace) -> int:
     for path in (files.checkpoint, files.spatial_upscaler, lora):
         print(f"{path}  ({path.stat().st_size / 1e6:.1f} MB)")
     try:
-        from .workers.text.text_encoder import make_tiny_gemma
+        from .workers.embedded.tiny_gemma import make_tiny_gemma
     except ImportError:
         return 0
     gemma = make_tiny_gemma(Path(args.dir))

@@ -30,9 +30,9 @@ from ltx_core.model.transformer import LTXModelConfigurator
 from safetensors.torch import save_file
 
 from ltx2_mgpu.workers.embedded.tiny_model import tiny_checkpoint_config
+from ltx2_mgpu.workers.embedded.tiny_variants import make_tiny_fp8, make_tiny_lora
 from ltx2_mgpu.workers.engine.ltxcore.checkpoint import TRANSFORMER, load_transformer
-from ltx2_mgpu.workers.engine.ltxcore.fp8 import make_tiny_fp8
-from ltx2_mgpu.workers.engine.ltxcore.lora import FuseTarget, LoraFuser, make_tiny_lora
+from ltx2_mgpu.workers.engine.ltxcore.lora import FuseTarget, LoraFuser
 from ltx2_mgpu.workers.engine.ltxcore.model_forward import ForwardMode
 from ltx2_mgpu.workers.rank.ops_bench import LTX2_19B_TRANSFORMER
 

@@ -44,15 +44,15 @@ from bench_report import finish
 
 from ltx2_mgpu.workers.embedded.tiny_model import tiny_checkpoint_config
 from ltx2_mgpu.workers.engine.ltxcore import latents, tdp_upsample
-from ltx2_mgpu.workers.engine.ltxcore.checkpoint import describe_config
 from ltx2_mgpu.workers.engine.ltxcore.conditioning import TextContext, context_from_features
 from ltx2_mgpu.workers.engine.ltxcore.model import LoadedModel
 from ltx2_mgpu.workers.engine.ltxcore.model_forward import ForwardMode, apply_mode_to_modules
+from ltx2_mgpu.workers.engine.ltxcore.sequence_parallel import SequenceParallelModel
 from ltx2_mgpu.workers.rank import ops_tdp
 from ltx2_mgpu.workers.rank.ops_bench import LTX2_19B_TRANSFORMER
 from ltx2_mgpu.workers.strategies import tile_seams, tiled
-from ltx2_mgpu.workers.strategies.sequence_parallel import SequenceParallelModel
 from ltx2_mgpu.workers.strategies.tdp_preview import CENTRE_TILE, FIRST_FRAMES, PreviewRegion, preview_region
+from ltx2_mgpu.workers.wire.model_files import describe_config
 
 # Lightricks' TDP stage-2 schedule (Lightricks' LTX-2 release notes).
 DEFAULT_SIGMAS = (0.625, 0.4, 0.0)

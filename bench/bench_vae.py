@@ -20,7 +20,7 @@ plain memcpy of a tensor of the IMAGE's size in the bench process, into fresh pa
 the IMAGE is fresh each job), into touched pages and into pre-faulted ones, and on --gpu a
 device-to-host copy. Each case runs with every `--prefault` setting (default: auto and off, i.e.
 with and without pre-faulting the IMAGE pages while decoding, NOTE [shm prefault] in
-workers/rank/shm_prefault.py), the settings interleaved repeat by repeat, and reports them side by side. Per rank:
+workers/strategies/shm_prefault.py), the settings interleaved repeat by repeat, and reports them side by side. Per rank:
 write_s includes waiting for the pre-fault thread (prefault_wait_s); prefault_s is that thread's time.
 
 CPU ranks get `--threads-per-rank` threads (default 1) so rank counts compare equal work per core;
@@ -47,10 +47,10 @@ from ltx2_mgpu.workers.embedded import tiny_model
 from ltx2_mgpu.workers.group import launcher
 from ltx2_mgpu.workers.group.client import output_slot
 from ltx2_mgpu.workers.group.manager import MGPUModel, get_manager
-from ltx2_mgpu.workers.rank import shm_prefault
-from ltx2_mgpu.workers.rank.vae_outputs import image_shape
+from ltx2_mgpu.workers.strategies import shm_prefault
 from ltx2_mgpu.workers.strategies.vae_tiles import TileSettings
 from ltx2_mgpu.workers.wire import shm
+from ltx2_mgpu.workers.wire.vae_outputs import image_shape
 
 TINY_LATENT = (4, 16, 24)  # 25 frames of 512 x 768
 REAL_LATENT = (16, 32, 48)  # 121 frames of 1024 x 1536 (the figure)

@@ -13,11 +13,8 @@ from typing import Any
 
 import torch
 
-DEFAULT_FRAME_RATE = 25.0  # LTXVConditioning's default
-# Conditioning dict entries besides the flag and frame rate that LTX-2's model reads (ComfyUI 0.33
-# comfy/model_base.py LTXAV.extra_conds) and that travel as tensors: the text attention mask and
-# the guide frames' latent indices (LTXVAddGuide). The comfy backend hands them to ComfyUI.
-MODEL_CONDITIONING_KEYS = ("attention_mask", "keyframe_idxs")
+from ..workers.wire.constants import DEFAULT_FRAME_RATE
+from ..workers.wire.requests import MODEL_CONDITIONING_KEYS, TextConditioning
 
 
 @dataclass(frozen=True)
@@ -68,8 +65,8 @@ def split_latent(latent: dict) -> LatentParts:
     )
 
 
-def conditioning_args(conditioning: Any, what: str) -> tuple[dict, float]:
-    """CONDITIONING -> ({"tensor", "unprocessed"}, frame_rate). Only a single entry is supported."""
+def conditioning_args(conditioning: Any, what: str) -> tuple[TextConditioning, float]:
+    """CONDITIONING -> (its TextConditioning, frame_rate). Only a single entry is supported."""
     if not isinstance(conditioning, list) or not conditioning:
         raise ValueError(
             f"the {what} input is empty; connect the output of CLIPTextEncode / LTXVConditioning"
@@ -84,11 +81,8 @@ def conditioning_args(conditioning: Any, what: str) -> tuple[dict, float]:
         raise ValueError(f"the {what} conditioning holds no tensor; connect an LTX-2 text encoding")
     unprocessed = bool(extras.get("unprocessed_ltxav_embeds", False))
     frame_rate = float(extras.get("frame_rate", DEFAULT_FRAME_RATE))
-    wire = {"tensor": tensor.float().contiguous(), "unprocessed": unprocessed}
     model_keys = {k: _wire_value(extras[k]) for k in MODEL_CONDITIONING_KEYS if extras.get(k) is not None}
-    if model_keys:
-        wire["extras"] = model_keys
-    return wire, frame_rate
+    return TextConditioning(tensor.float().contiguous(), unprocessed, model_keys), frame_rate
 
 
 def _wire_value(value: Any) -> Any:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
 
 from ..workers.group.manager import MGPUModel, get_manager
 from ..workers.wire.errors import JobCancelled, JobInputError
+from ..workers.wire.requests import Request
 from . import comfy
 
 
@@ -25,14 +25,13 @@ def as_comfy_errors() -> Iterator[None]:
         raise ValueError(str(exc)) from None
 
 
-def run_job(
-    model: MGPUModel, op: str, args: dict[str, Any], *, node_id: str | None, total: int
-) -> list[dict]:
-    """Run `op` on the group for `model` (starting/reloading it as needed); rank results by index."""
+def run_job(model: MGPUModel, request: Request, *, node_id: str | None, total: int) -> list[dict]:
+    """Run `request` on the group for `model` (starting/reloading it as needed); rank results by index.
+    `total`: the progress bar's length until the workers report theirs."""
     progress = comfy.Progress(total, node_id)
     with as_comfy_errors():
         return get_manager().run(
-            model, op, args, on_progress=progress.update, should_cancel=comfy.interrupt_requested
+            model, request, on_progress=progress.update, should_cancel=comfy.interrupt_requested
         )
 
 

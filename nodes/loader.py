@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from ..workers.engine.ltxcore.checkpoint import read_safetensors_header
-from ..workers.engine.ltxcore.model import DTYPES
-from ..workers.engine.ltxcore.model_forward import ForwardMode
 from ..workers.group.launcher import PACK_ROOT, parse_devices
 from ..workers.group.manager import MGPUModel
 from ..workers.wire.backend import choose_backend
-from ..workers.wire.config import DEFAULT_MAX_VIDEO_TOKENS
+from ..workers.wire.checks import DTYPES, ForwardMode
+from ..workers.wire.constants import DEFAULT_MAX_VIDEO_TOKENS
+from ..workers.wire.model_files import read_safetensors_header
 from . import comfy, jobs
 from .mgpu_lora import NO_LORA, lora_entry, strength_input
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..workers.engine.ltxcore.checkpoint import read_safetensors_header
-from ..workers.engine.ltxcore.lora import read_lora
 from ..workers.group.manager import MGPUModel
+from ..workers.wire.lora_files import read_lora
+from ..workers.wire.model_files import read_safetensors_header
 from . import comfy
 
 # The pack's menu category (loader.CATEGORY; not imported from there, since the loader imports us).

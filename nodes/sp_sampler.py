@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import torch
 
-from ..workers.engine.ltxcore.latents import check_video_latent
-from ..workers.engine.ltxcore.sampling import SAMPLERS
 from ..workers.group.client import output_slot
 from ..workers.group.manager import MGPUModel
-from ..workers.strategies.sequence_parallel import check_splittable
+from ..workers.wire.checks import SAMPLERS, check_splittable
+from ..workers.wire.requests import Sample
 from . import comfy
 from .convert import conditioning_args, split_latent
 from .jobs import run_job
@@ -104,32 +103,31 @@ class LTX2SPSampler:
         unique_id=None,
     ):
         parts = split_latent(latent)
-        check_video_latent(parts.video)  # before any worker starts, as the workers check it
         check_splittable(tuple(parts.video.shape[2:]), mgpu_model.world_size)
         pos, frame_rate = conditioning_args(positive, "positive")
         neg, _ = conditioning_args(negative, "negative")
         out_video = output_slot(parts.video.shape, torch.float32)
         out_audio = None if parts.audio is None else output_slot(parts.audio.shape, torch.float32)
-        args = {
-            "video": parts.video.float().contiguous(),
-            "audio": None if parts.audio is None else parts.audio.float().contiguous(),
-            "video_mask": None if parts.video_mask is None else parts.video_mask.float().contiguous(),
-            "audio_mask": None if parts.audio_mask is None else parts.audio_mask.float().contiguous(),
-            "sigmas": sigmas.float().cpu().contiguous(),
-            "positive": pos,
-            "negative": neg,
-            "frame_rate": frame_rate,
-            "sampler": sampler_name,
-            "cfg_video": cfg,
-            "cfg_audio": cfg_audio,
-            "seed": seed,
-            "add_noise": add_noise,
-            "max_video_tokens": mgpu_model.max_video_tokens,
-            "preview": comfy.previews_enabled(),
-            "out_video": out_video,
-            "out_audio": out_audio,
-        }
-        run_job(mgpu_model, "sample", args, node_id=unique_id, total=max(1, sigmas.numel() - 1))
+        request = Sample(
+            video=parts.video.float().contiguous(),
+            audio=None if parts.audio is None else parts.audio.float().contiguous(),
+            video_mask=None if parts.video_mask is None else parts.video_mask.float().contiguous(),
+            audio_mask=None if parts.audio_mask is None else parts.audio_mask.float().contiguous(),
+            sigmas=sigmas.float().cpu().contiguous(),
+            positive=pos,
+            negative=neg,
+            frame_rate=frame_rate,
+            sampler=sampler_name,
+            cfg_video=cfg,
+            cfg_audio=cfg_audio,
+            seed=seed,
+            add_noise=add_noise,
+            max_video_tokens=mgpu_model.max_video_tokens,
+            preview=comfy.previews_enabled(),
+            out_video=out_video,
+            out_audio=out_audio,
+        )
+        run_job(mgpu_model, request, node_id=unique_id, total=max(1, sigmas.numel() - 1))
         audio = None if out_audio is None else out_audio.tensor
         return (latent_output(parts, out_video.tensor, audio, latent),)
 

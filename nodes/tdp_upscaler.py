@@ -6,17 +6,15 @@ import re
 
 import torch
 
-from ..workers.engine.ltxcore.sampling import SAMPLERS
 from ..workers.group.client import output_slot
 from ..workers.group.manager import MGPUModel
-from ..workers.strategies.tdp_preview import (
-    DEFAULT_PREVIEW_FRAMES,
-    OFF,
-    PREVIEW_MODES,
-    check_mode,
-    preview_region,
-)
+from ..workers.strategies.tdp_preview import preview_region
 from ..workers.strategies.tiled import AUTO, TileGrid, make_grid, resolve_counts, upscaled_latent_shape
+from ..workers.wire.checks import SAMPLERS
+from ..workers.wire.model_files import read_checkpoint_config
+from ..workers.wire.requests import DEFAULT_PREVIEW_FRAMES, PREVIEW_MODES, TdpUpscale
+from ..workers.wire.requests import PREVIEW_OFF as OFF
+from ..workers.wire.requests import check_preview_mode as check_mode
 from . import comfy
 from .convert import conditioning_args, split_latent
 from .jobs import run_job
@@ -171,10 +169,6 @@ class LTX2TDPUpscaler:
         preview_frames: int = DEFAULT_PREVIEW_FRAMES,
         unique_id=None,
     ):
-        from ..workers.engine.ltxcore.checkpoint import (
-            read_checkpoint_config,  # imports ltx-core: only when used
-        )
-
         parts = split_latent(latent)
         tiles_h, tiles_w = parse_tiles(tiles)
         upscaler = comfy.full_path(UPSCALER_FOLDERS, upscale_model)
@@ -187,29 +181,27 @@ class LTX2TDPUpscaler:
         pos, frame_rate = conditioning_args(positive, "positive")
         neg = None if cfg == 1.0 else conditioning_args(negative, "negative")[0]
         out_video = output_slot(out_shape, torch.float32)
-        args = {
-            "video": parts.video.float().contiguous(),
-            "audio": None if parts.audio is None else parts.audio.float().contiguous(),
-            "positive": pos,
-            "negative": neg,
-            "frame_rate": frame_rate,
-            "sigmas": schedule.float().cpu().contiguous(),
-            "sampler": sampler_name,
-            "cfg": cfg,
-            "seed": seed,
-            "tiles_h": tiles_h,
-            "tiles_w": tiles_w,
-            "overlap": overlap,
-            "upscaler": str(upscaler),
-            "max_video_tokens": mgpu_model.max_video_tokens,
-            "preview": preview,
-            "preview_frames": preview_frames,
-            "live_preview": comfy.previews_enabled(),
-            "out_video": out_video,
-        }
-        results = run_job(
-            mgpu_model, "tdp_upscale", args, node_id=unique_id, total=max(1, schedule.numel() - 1)
+        request = TdpUpscale(
+            video=parts.video.float().contiguous(),
+            audio=None if parts.audio is None else parts.audio.float().contiguous(),
+            positive=pos,
+            negative=neg,
+            frame_rate=frame_rate,
+            sigmas=schedule.float().cpu().contiguous(),
+            sampler=sampler_name,
+            cfg=cfg,
+            seed=seed,
+            tiles_h=tiles_h,
+            tiles_w=tiles_w,
+            overlap=overlap,
+            upscaler=str(upscaler),
+            max_video_tokens=mgpu_model.max_video_tokens,
+            preview=preview,
+            preview_frames=preview_frames,
+            live_preview=comfy.previews_enabled(),
+            out_video=out_video,
         )
+        results = run_job(mgpu_model, request, node_id=unique_id, total=max(1, schedule.numel() - 1))
         out = {k: v for k, v in latent.items() if k != "noise_mask"}  # the mask was for stage-1 cells
         audio = parts.audio
         if audio is not None and results[0]["audio_frames"] != audio.shape[2]:

@@ -6,12 +6,13 @@ from pathlib import Path
 
 import torch
 
-from ..workers.engine.ltxcore.checkpoint import read_safetensors_header
 from ..workers.group.client import output_slot
 from ..workers.group.manager import MGPUModel
-from ..workers.rank.ops_text import PLACEMENTS
 from ..workers.text.text_encoder import open_gemma
 from ..workers.text.text_tokenizer import load_prompt_tokenizer
+from ..workers.wire.model_files import read_safetensors_header
+from ..workers.wire.requests import TEXT_PLACEMENTS as PLACEMENTS
+from ..workers.wire.requests import EncodeText
 from . import comfy
 from .jobs import run_job
 from .loader import CATEGORY
@@ -137,8 +138,8 @@ class LTX2MGPUTextEncode:
         open_gemma(path)  # the file's own errors first, before a tokenizer is looked for
         ids = load_prompt_tokenizer(path).token_ids(text)
         out = output_slot((1, len(ids), projection_width(mgpu_model.checkpoint)), torch.float32)
-        args = {"text_encoder": str(path), "prompts": [ids], "placement": placement, "outputs": [out]}
-        run_job(mgpu_model, "encode_text", args, node_id=unique_id, total=1)
+        request = EncodeText(text_encoder=str(path), prompts=[ids], placement=placement, outputs=[out])
+        run_job(mgpu_model, request, node_id=unique_id, total=1)
         return ([[out.tensor, {"pooled_output": None, "unprocessed_ltxav_embeds": True}]],)
 
 

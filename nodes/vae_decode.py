@@ -2,30 +2,29 @@
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import math
 import os
 
 import torch
 
-from ..workers.engine.ltxcore.checkpoint import read_checkpoint_config
-from ..workers.engine.ltxcore.latents import check_audio_latent, check_video_latent
 from ..workers.group.client import output_slot
 from ..workers.group.manager import MGPUModel
-from ..workers.rank.vae_outputs import audio_output, image_shape
 from ..workers.strategies.decode_limits import check_decodable
-from ..workers.strategies.vae_tiles import (
+from ..workers.wire import shm
+from ..workers.wire.config import SHM_DIR
+from ..workers.wire.constants import VIDEO_FRAMES_PER_CELL as FRAMES_PER_CELL
+from ..workers.wire.constants import VIDEO_PIXELS_PER_CELL as PIXELS_PER_CELL
+from ..workers.wire.model_files import read_checkpoint_config
+from ..workers.wire.requests import (
     AUTO,
     DEFAULT_OVERLAP_PX,
     DEFAULT_TEMPORAL_OVERLAP_FRAMES,
-    FRAMES_PER_CELL,
-    PIXELS_PER_CELL,
+    VAE_DECODE_MODES,
     TileSettings,
-    make_plan,
+    VaeDecode,
 )
-from ..workers.wire import shm
-from ..workers.wire.config import SHM_DIR
+from ..workers.wire.vae_outputs import audio_output, image_shape
 from .convert import split_latent
 from .jobs import run_job
 from .loader import CATEGORY
@@ -33,9 +32,7 @@ from .loader import CATEGORY
 log = logging.getLogger(__name__)
 MAX_TILE_PX = 4096
 MAX_TEMPORAL_FRAMES = 4096
-# "exact": VAEDecode's frames (the frame split in slabs, edge rows swapped between GPUs); "tiled":
-# VAEDecodeTiled's frames for the four tile settings. Names as the rank reads them (workers/rank/comfy_vae.py).
-DECODE_MODES = ("exact", "tiled")
+DECODE_MODES = VAE_DECODE_MODES
 
 
 def _int_input(default: int, step: int, maximum: int, tooltip: str) -> tuple:
@@ -132,14 +129,11 @@ class LTX2DistributedVAEDecode:
                 "latent (LTXVConcatAVLatent) to decode both"
             )
         parts = split_latent(latent)
-        check_video_latent(parts.video)
-        check_decodable(tuple(parts.video.shape))
-        if mode not in DECODE_MODES:
-            raise ValueError(f"mode {mode!r} is not one of {', '.join(DECODE_MODES)}")
-        if parts.audio is not None:
-            check_audio_latent(parts.audio)
         settings = TileSettings(tile_size, overlap, temporal_size, temporal_overlap)
-        plan = make_plan(tuple(parts.video.shape[2:]), settings, mgpu_model.world_size)
+        video = parts.video.float().contiguous()
+        audio = None if parts.audio is None else parts.audio.float().contiguous()
+        VaeDecode(video=video, audio=audio, tiles=settings, mode=mode)  # the checks, before any allocation
+        check_decodable(tuple(video.shape))
         wave = None
         if parts.audio is not None:
             wave = audio_output(read_checkpoint_config(mgpu_model.checkpoint), parts.audio.shape[2])
@@ -149,16 +143,12 @@ class LTX2DistributedVAEDecode:
         # Workers write into these; the job unlinks their names when it ends (NOTE [shm lifetime]).
         out_image = output_slot(image_dims, torch.float32)
         out_audio = None if wave_dims is None else output_slot(wave_dims, torch.float32)
-        args = {
-            "video": parts.video.float().contiguous(),
-            "audio": None if parts.audio is None else parts.audio.float().contiguous(),
-            "tiles": dataclasses.asdict(settings),
-            "mode": mode,
-            "out_image": out_image,
-            "out_audio": out_audio,
-        }
+        request = VaeDecode(
+            video=video, audio=audio, tiles=settings, mode=mode, out_image=out_image, out_audio=out_audio
+        )
         try:
-            results = run_job(mgpu_model, "vae_decode", args, node_id=unique_id, total=plan.num_tiles)
+            # The tile count (the bar's length) comes with the workers' first progress report.
+            results = run_job(mgpu_model, request, node_id=unique_id, total=1)
         finally:  # also when the group could not even start: no segment outlives the node call
             for slot in (out_image, out_audio):
                 if slot is not None:

@@ -10,11 +10,13 @@ import torch
 
 from ..workers.group.client import output_slot
 from ..workers.group.manager import MGPUModel
-from ..workers.rank.ops_vae_encode import latent_shape
 from ..workers.strategies.vae_encode_plan import make_plan
-from ..workers.strategies.vae_tiles import AUTO, FRAMES_PER_CELL, PIXELS_PER_CELL
 from ..workers.wire import shm
 from ..workers.wire.config import SHM_DIR
+from ..workers.wire.constants import VIDEO_FRAMES_PER_CELL as FRAMES_PER_CELL
+from ..workers.wire.constants import VIDEO_PIXELS_PER_CELL as PIXELS_PER_CELL
+from ..workers.wire.requests import AUTO, VaeEncode
+from ..workers.wire.vae_outputs import encoded_latent_shape as latent_shape
 from .jobs import run_job
 from .loader import CATEGORY
 
@@ -127,8 +129,8 @@ class LTX2DistributedVAEEncode:
         check_shared_memory(frames.numel() * frames.element_size() + 4 * math.prod(shape))
         out = output_slot(shape, torch.float32)  # ranks write their slabs into it
         try:
-            args = {"pixels": frames, "temporal_frames": temporal_size, "out_latent": out}
-            run_job(mgpu_model, "vae_encode", args, node_id=unique_id, total=len(plan.chunks))
+            request = VaeEncode(pixels=frames, temporal_frames=temporal_size, out_latent=out)
+            run_job(mgpu_model, request, node_id=unique_id, total=len(plan.chunks))
         finally:  # also when the group could not even start: no segment outlives the node call
             shm.unlink(out.spec.name)
         return ({"samples": out.tensor},)

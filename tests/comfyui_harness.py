@@ -36,7 +36,7 @@ COMFYUI_PATH_ENV = "COMFYUI_PATH"
 # The folder name users clone the pack into; ComfyUI reports nodes as custom_nodes.<folder>.
 PACK_FOLDER = "ComfyUI-LTX2-MultiGPU"
 PACK_ROOT = Path(__file__).resolve().parent.parent
-# Worker processes carry this in their command line (workers/rank/entry.py BOOTSTRAP).
+# Worker processes carry this in their command line (workers/group/launcher.py BOOTSTRAP).
 WORKER_MARKER = "ltx2_mgpu.workers.rank.entry"
 # ComfyUI 0.33 boots in ~15 s on a 16-core machine and ~35 s on the 2-core CI box (measured).
 BOOT_TIMEOUT_S = 180.0

@@ -169,8 +169,7 @@ def run_ranks(fn, world_size: int, tmp_path: Path, *args: object, timeout_s: flo
 @pytest.fixture(scope="session")
 def lora_files(tiny, tmp_path_factory) -> dict[str, Path]:
     """The tiny checkpoint, its fp8 variant, a LoRA (rank 4) and one with alpha (rank 8, alpha 4)."""
-    from ltx2_mgpu.workers.engine.ltxcore.fp8 import make_tiny_fp8
-    from ltx2_mgpu.workers.engine.ltxcore.lora import make_tiny_lora
+    from ltx2_mgpu.workers.embedded.tiny_variants import make_tiny_fp8, make_tiny_lora
 
     folder = tmp_path_factory.mktemp("lora")
     return {

@@ -35,7 +35,7 @@ TIMEOUT_S = 900
 @pytest.fixture(scope="module")
 def server(tiny, tmp_path_factory) -> Iterator[ComfyUIServer]:
     from ltx2_mgpu.workers.embedded.tiny_gemma import make_tiny_gemma
-    from ltx2_mgpu.workers.engine.ltxcore.lora import make_tiny_lora
+    from ltx2_mgpu.workers.embedded.tiny_variants import make_tiny_lora
 
     staging = tmp_path_factory.mktemp("released-names")
     sources = {

@@ -29,13 +29,13 @@ from conftest import tiny_conditioning
 from ltx2_mgpu.nodes.loader import LTX2MGPULoader
 from ltx2_mgpu.nodes.mgpu_lora import LTX2MGPULoRA
 from ltx2_mgpu.nodes.sp_sampler import LTX2SPSampler
+from ltx2_mgpu.workers.embedded.tiny_variants import make_tiny_lora
 from ltx2_mgpu.workers.engine.ltxcore.checkpoint import (
     TRANSFORMER,
     embeddings_processor_spec,
     load_transformer,
-    read_safetensors_header,
 )
-from ltx2_mgpu.workers.engine.ltxcore.lora import FuseTarget, LoraFuser, make_tiny_lora, read_lora
+from ltx2_mgpu.workers.engine.ltxcore.lora import FuseTarget, LoraFuser
 from ltx2_mgpu.workers.engine.ltxcore.model_forward import ForwardMode
 from ltx2_mgpu.workers.engine.ltxcore.reference import (
     denoiser,
@@ -46,6 +46,8 @@ from ltx2_mgpu.workers.engine.ltxcore.reference import (
 from ltx2_mgpu.workers.group import client
 from ltx2_mgpu.workers.group.manager import MGPUModel
 from ltx2_mgpu.workers.wire.errors import JobInputError
+from ltx2_mgpu.workers.wire.lora_files import read_lora
+from ltx2_mgpu.workers.wire.model_files import read_safetensors_header
 
 SP_TOLERANCE = 1e-5  # tests/test_sp_parity.py: N ranks vs one process, fp32
 # fp8 e4m3 keeps 3 mantissa bits (weights within 2^-4 relative); measured 2.7e-2 on the tiny model.

@@ -15,10 +15,10 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from conftest import assert_no_leaks, tiny_conditioning, worker_children
-from ltx2_mgpu.workers.engine.ltxcore.checkpoint import read_checkpoint_config
 from ltx2_mgpu.workers.group import client
 from ltx2_mgpu.workers.group.manager import MGPUModel
 from ltx2_mgpu.workers.wire import errors, shm
+from ltx2_mgpu.workers.wire.model_files import read_checkpoint_config
 
 # Bounds the fault tests run with (production defaults: 30 s heartbeat, 10 s grace; see config.py).
 HEARTBEAT_S, GRACE_S = 2.0, 1.0

@@ -1,4 +1,4 @@
-"""Pre-faulting shared-memory outputs (NOTE [shm prefault] in workers/rank/shm_prefault.py): every method leaves
+"""Pre-faulting shared-memory outputs (NOTE [shm prefault] in workers/strategies/shm_prefault.py): every method leaves
 every value as it was, populates the pages it is given, and the Distributed VAE Decode gives the same
 bits with each method as without."""
 
@@ -13,11 +13,11 @@ import torch
 
 from ltx2_mgpu.workers.group.client import output_slot
 from ltx2_mgpu.workers.group.manager import MGPUModel
-from ltx2_mgpu.workers.rank import shm_prefault
-from ltx2_mgpu.workers.rank.vae_outputs import image_shape
+from ltx2_mgpu.workers.strategies import shm_prefault
 from ltx2_mgpu.workers.strategies.vae_decode import copy_through
 from ltx2_mgpu.workers.strategies.vae_tiles import TileSettings
 from ltx2_mgpu.workers.wire import shm
+from ltx2_mgpu.workers.wire.vae_outputs import image_shape
 
 METHODS = shm_prefault.PREFAULT_METHODS
 # [B * frames, H, W, 3] float32 of ~2.3 MiB: several pages per row band, rows not page aligned.

@@ -18,23 +18,21 @@ from pathlib import Path
 
 import pytest
 import torch
+from nvfp4_helpers import quantize_nvfp4_for_tests
 from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
 from conftest import NestedStandIn, assert_no_leaks
 from ltx2_mgpu.nodes.sp_sampler import LTX2SPSampler
 from ltx2_mgpu.nodes.text_encode import PROJECTION_KEY, LTX2MGPUTextEncode
-from ltx2_mgpu.workers.engine.ltxcore.quantized import (
-    block_scale_index,
-    dequantize_nvfp4,
-    quantize_nvfp4_for_tests,
-)
+from ltx2_mgpu.workers.embedded.tiny_gemma import make_tiny_gemma
 from ltx2_mgpu.workers.engine.ltxcore.reference import load_in_process, relative_error, sample_in_process
 from ltx2_mgpu.workers.group.client import output_slot
 from ltx2_mgpu.workers.group.manager import MGPUModel, get_manager
 from ltx2_mgpu.workers.rank.ops_text import split_layers
 from ltx2_mgpu.workers.text.gemma3 import SequenceContext
-from ltx2_mgpu.workers.text.text_encoder import load_segment, make_tiny_gemma, open_gemma, text_features
+from ltx2_mgpu.workers.text.quantized import block_scale_index, dequantize_nvfp4
+from ltx2_mgpu.workers.text.text_encoder import load_segment, open_gemma, text_features
 from ltx2_mgpu.workers.text.text_tokenizer import MIN_LENGTH, PAD_ID, load_prompt_tokenizer
 from ltx2_mgpu.workers.wire.errors import JobInputError
 

@@ -23,9 +23,10 @@ from test_text_encode import LONG, SHORT, write_quantized
 
 from conftest import assert_no_leaks
 from ltx2_mgpu.nodes.text_encode import PROJECTION_KEY, LTX2MGPUTextEncode
+from ltx2_mgpu.workers.embedded.tiny_gemma import make_tiny_gemma
 from ltx2_mgpu.workers.engine.ltxcore.reference import relative_error
 from ltx2_mgpu.workers.group.manager import MGPUModel, get_manager
-from ltx2_mgpu.workers.text.text_encoder import make_tiny_gemma, open_gemma
+from ltx2_mgpu.workers.text.text_encoder import open_gemma
 from ltx2_mgpu.workers.text.text_tokenizer import load_prompt_tokenizer, padded_length
 
 pytestmark = pytest.mark.comfyui

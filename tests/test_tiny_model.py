@@ -27,6 +27,7 @@ from ltx2_mgpu.workers.embedded.tiny_model import (
     tiny_upsampler_config,
 )
 from ltx2_mgpu.workers.engine.ltxcore import checkpoint
+from ltx2_mgpu.workers.wire import model_files
 
 # "A few MB": the audio VAE alone is 2.7 M parameters because ltx-core ties its width to 128.
 MAX_TOTAL_BYTES = 12_000_000
@@ -65,7 +66,9 @@ def _rewrite(src: Path, dst: Path, edit: dict[str, torch.Tensor | None], keep_co
             del tensors[key]
         else:
             tensors[key] = value
-    metadata = {"config": checkpoint.read_safetensors_header(src).metadata["config"]} if keep_config else None
+    metadata = (
+        {"config": model_files.read_safetensors_header(src).metadata["config"]} if keep_config else None
+    )
     save_file(tensors, str(dst), metadata=metadata)
     return dst
 
@@ -101,7 +104,7 @@ def test_other_seed_changes_every_tensor(tiny: TinyModelFiles, tmp_path: Path) -
 
 
 def test_layout_and_config_metadata(tiny: TinyModelFiles) -> None:
-    header = checkpoint.read_safetensors_header(tiny.checkpoint)
+    header = model_files.read_safetensors_header(tiny.checkpoint)
     assert set(header.metadata) == {"config"}
     for prefix in FULL_CHECKPOINT_PREFIXES:
         assert any(key.startswith(prefix) for key in header.shapes), prefix
@@ -113,14 +116,14 @@ def test_layout_and_config_metadata(tiny: TinyModelFiles) -> None:
     stored = {"BF16": torch.bfloat16, "F32": torch.float32}
     assert {stored[dtype] for dtype in header.dtypes.values()} == {STORAGE_DTYPE}
 
-    config = checkpoint.read_checkpoint_config(tiny.checkpoint)
+    config = model_files.read_checkpoint_config(tiny.checkpoint)
     assert config == tiny_checkpoint_config()
     assert {"transformer", "vae", "audio_vae", "vocoder"} <= config.keys()
-    assert checkpoint.read_checkpoint_config(tiny.spatial_upscaler) == tiny_upsampler_config()
+    assert model_files.read_checkpoint_config(tiny.spatial_upscaler) == tiny_upsampler_config()
 
 
 def test_description_keeps_the_real_latent_interface(tiny: TinyModelFiles) -> None:
-    d = checkpoint.describe_checkpoint(tiny.checkpoint)
+    d = model_files.describe_checkpoint(tiny.checkpoint)
     assert (d.num_layers, d.video_num_heads, d.audio_num_heads) == (2, 8, 8)
     assert d.video_inner_dim == d.cross_attention_dim and d.audio_inner_dim == d.audio_cross_attention_dim
     assert d.caption_channels == CAPTION_CHANNELS
@@ -323,7 +326,7 @@ def test_loader_names_a_missing_tensor(tiny: TinyModelFiles, tmp_path: Path) -> 
 
 def test_loader_names_a_misshaped_tensor(tiny: TinyModelFiles, tmp_path: Path) -> None:
     key = "vae.decoder.conv_out.conv.weight"
-    shape = checkpoint.read_safetensors_header(tiny.checkpoint).shapes[key]
+    shape = model_files.read_safetensors_header(tiny.checkpoint).shapes[key]
     wrong = torch.zeros(shape[0] + 1, *shape[1:], dtype=STORAGE_DTYPE)
     broken = _rewrite(tiny.checkpoint, tmp_path / "misshaped.safetensors", {key: wrong})
     with pytest.raises(ValueError, match=rf"wrong shape: {key} \[{shape[0] + 1}, "):

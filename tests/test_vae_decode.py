@@ -26,9 +26,10 @@ from ltx2_mgpu.workers.embedded.tiny_model import tiny_checkpoint_config
 from ltx2_mgpu.workers.engine.ltxcore import checkpoint
 from ltx2_mgpu.workers.group.client import output_slot
 from ltx2_mgpu.workers.group.manager import MGPUModel
-from ltx2_mgpu.workers.rank.vae_outputs import audio_output, image_shape
 from ltx2_mgpu.workers.strategies.vae_tiles import MAX_AUTO_TILE_CELLS, TilePlan, TileSettings, make_plan
+from ltx2_mgpu.workers.wire import model_files
 from ltx2_mgpu.workers.wire.errors import JobInputError
+from ltx2_mgpu.workers.wire.vae_outputs import audio_output, image_shape
 
 TOLERANCE = 1e-5
 # 2 x 2 x 2 tiles on a [.., 4, 4, 6] latent: two causal temporal chunks, overlaps on every axis.
@@ -183,7 +184,7 @@ def test_tile_settings_say_what_is_allowed(kwargs, message):
 
 
 def test_waveform_length_from_config_equals_the_decoders(tiny_path):
-    config = checkpoint.read_checkpoint_config(tiny_path)
+    config = model_files.read_checkpoint_config(tiny_path)
     decoder = checkpoint.load_audio_decoder(tiny_path, "cpu", torch.float32)
     vocoder = checkpoint.load_vocoder(tiny_path, "cpu", torch.float32)
     with torch.inference_mode():

@@ -10,7 +10,18 @@ from pathlib import Path
 
 import torch
 
-from ..rank.entry import BOOTSTRAP
+# The worker's first lines: import the pack under the name "ltx2_mgpu" from its folder (ComfyUI
+# imports it under a path-derived name), then run the rank's entry (workers/rank/entry.py).
+BOOTSTRAP = (
+    "import sys, importlib.util as u\n"
+    "root = sys.argv[1]\n"
+    "if 'ltx2_mgpu' not in sys.modules:\n"
+    "    spec = u.spec_from_file_location('ltx2_mgpu', root + '/__init__.py', submodule_search_locations=[root])\n"
+    "    sys.modules['ltx2_mgpu'] = u.module_from_spec(spec)\n"
+    "from ltx2_mgpu.workers.rank.entry import main\n"
+    "main()\n"
+)
+
 
 PACK_ROOT = Path(__file__).resolve().parents[2]
 CPU_WORKERS_ENV = "LTX2_MGPU_CPU_WORKERS"

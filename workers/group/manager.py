@@ -16,15 +16,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from ..engine.ltxcore.checkpoint import describe_checkpoint
-from ..engine.ltxcore.fp8_linear import check_fp8_matmul
-from ..engine.ltxcore.lora import LORA_FREE_OPS, LoraSpec, active_loras
-from ..engine.ltxcore.model import DTYPES
-from ..engine.ltxcore.model_forward import ForwardMode
-from ..strategies.sequence_parallel import check_compilable
 from ..wire.backend import BACKEND_COMFY, BACKEND_LTXCORE, COMFY_OPS
-from ..wire.config import DEFAULT_MAX_VIDEO_TOKENS
+from ..wire.constants import DEFAULT_MAX_VIDEO_TOKENS
 from ..wire.errors import JobInputError, WorkerGroupError
+from ..wire.lora_files import LoraSpec, active_loras
+from ..wire.model_files import describe_checkpoint
+from ..wire.requests import LoadModel, Request, SetLoras, uses_loras
 from . import client, console
 from .launcher import Placement, parse_devices
 
@@ -122,17 +119,8 @@ class GroupManager:
                 t_load = time.monotonic()
                 try:
                     group.run(
-                        "load_model",
-                        {
-                            "checkpoint": model.checkpoint,
-                            "dtype": model.dtype,
-                            "mode": model.mode,
-                            "compile": model.compile_blocks,
-                            "fp8_matmul": model.fp8_matmul,
-                            "backend": model.backend,
-                            "comfyui_root": model.comfyui_root,
-                            "comfyui_version": model.comfyui_version,
-                        },
+                        LoadModel.OP,
+                        load_request(model).to_wire(),
                         on_progress=on_progress,
                         should_cancel=should_cancel,
                         abort_on_cancel=True,
@@ -160,7 +148,7 @@ class GroupManager:
         self, group: client.WorkerGroup, loras: LoraSpec, should_cancel: Callable[[], bool] | None
     ) -> None:
         try:
-            group.run("set_loras", {"loras": [list(x) for x in loras]}, should_cancel=should_cancel)
+            group.run(SetLoras.OP, SetLoras(loras).to_wire(), should_cancel=should_cancel)
         except JobInputError:
             raise  # rejected before any weight changed: the fused set is what it was
         except WorkerGroupError as exc:
@@ -174,18 +162,23 @@ class GroupManager:
     def run(
         self,
         model: MGPUModel,
-        op: str,
-        args: dict,
+        request: Request | str,
+        args: dict | None = None,
         *,
         on_progress: ProgressFn | None = None,
         should_cancel: Callable[[], bool] | None = None,
     ) -> list[dict]:
-        """acquire + run one job; a fatal error leaves no group behind (the next call starts one)."""
+        """acquire + run one job; a fatal error leaves no group behind (the next call starts one).
+
+        `request`: a typed request (what the nodes send), or a command name with its wire args (the
+        diagnostics commands, and tests that build the wire form by hand; the ranks check both alike).
+        """
+        op, wire = (request.OP, request.to_wire()) if isinstance(request, Request) else (request, args or {})
         with self._lock:
             model = for_op(model, op)
-            group = self.acquire(model, should_cancel=should_cancel, with_loras=op not in LORA_FREE_OPS)
+            group = self.acquire(model, should_cancel=should_cancel, with_loras=uses_loras(op))
             try:
-                return group.run(op, args, on_progress=on_progress, should_cancel=should_cancel)
+                return group.run(op, wire, on_progress=on_progress, should_cancel=should_cancel)
             except WorkerGroupError as exc:
                 if exc.fatal:
                     self._group, self._loaded = None, None
@@ -212,12 +205,23 @@ def _describe(model: MGPUModel) -> str:
     return f"{Path(model.checkpoint).name} ({', '.join(options)})"
 
 
+def load_request(model: MGPUModel) -> LoadModel:
+    """The load_model request of `model` (its checks: dtype, mode, compile and fp8 settings)."""
+    return LoadModel(
+        checkpoint=model.checkpoint,
+        dtype=model.dtype,
+        mode=model.mode,
+        compile=model.compile_blocks,
+        fp8_matmul=model.fp8_matmul,
+        backend=model.backend,
+        comfyui_root=model.comfyui_root,
+        comfyui_version=model.comfyui_version,
+    )
+
+
 def check_fits(model: MGPUModel) -> None:
     """Refuse, before any worker starts, a checkpoint that is not one or a group it cannot be split over."""
-    if model.compile_blocks:
-        check_compilable(ForwardMode(model.mode))
-    if model.fp8_matmul:
-        check_fp8_matmul(DTYPES[model.dtype])
+    load_request(model)
     path = Path(model.checkpoint)
     if not path.is_file():
         raise ValueError(f"checkpoint {path} does not exist; pick an existing file")

@@ -21,16 +21,6 @@ from pathlib import Path
 from ..wire import protocol, shm
 from ..wire.config import HEARTBEAT_INTERVAL_S, OWNER_EXIT_WAIT_S
 
-BOOTSTRAP = (
-    "import sys, importlib.util as u\n"
-    "root = sys.argv[1]\n"
-    "if 'ltx2_mgpu' not in sys.modules:\n"
-    "    spec = u.spec_from_file_location('ltx2_mgpu', root + '/__init__.py', submodule_search_locations=[root])\n"
-    "    sys.modules['ltx2_mgpu'] = u.module_from_spec(spec)\n"
-    "from ltx2_mgpu.workers.rank.entry import main\n"
-    "main()\n"
-)
-
 
 def _exit_when_parent_dies(stream, owner_pid: int, workdir: str) -> None:
     # Blocks until the UI process closes our stdin (normally or by dying).

@@ -1,7 +1,10 @@
 """Registry of the commands a worker runs. Handlers live in the ops_* modules and register here.
 
-A handler is `fn(job: JobContext, args: dict) -> dict | None`; tensors in `args` arrive already
-mapped from shared memory; the returned dict must hold builtins only (see protocol.py).
+A handler is `fn(job: JobContext, request) -> dict | None`, registered with `@op(RequestType)`: the
+runtime rebuilds the node's typed request (wire/requests.py) from the message, so its checks run on
+every rank before the handler (their ValueError / TypeError become InputRejected, alike on every
+rank). Diagnostics commands without a request type register by name and get the args dict. Tensors
+arrive already mapped from shared memory; the returned dict must hold builtins only (protocol.py).
 """
 
 from __future__ import annotations
@@ -10,7 +13,11 @@ import importlib
 import pkgutil
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+from ..wire.requests import Request
+
+R = TypeVar("R", bound=Request)
 
 Handler = Callable[[Any, dict], "dict | None"]
 OPS: dict[str, Handler] = {}
@@ -24,14 +31,27 @@ class Cancelled(Exception):
     """Raised alike on every rank once a cancel was agreed at a step boundary."""
 
 
-def op(name: str) -> Callable[[Handler], Handler]:
+def op(command: str | type[Request]) -> Callable[[Handler], Handler]:
+    name = command if isinstance(command, str) else command.OP
+
     def register(fn: Handler) -> Handler:
         if name in OPS:
             raise RuntimeError(f"command {name!r} registered twice")
-        OPS[name] = fn
+        if isinstance(command, str):
+            OPS[name] = fn
+        else:
+            OPS[name] = lambda job, args: fn(job, read_request(command, args))
         return fn
 
     return register
+
+
+def read_request(kind: type[R], args: dict) -> R:
+    """The typed request of a command's args; its checks' errors as InputRejected (alike on every rank)."""
+    try:
+        return kind.from_wire(args)
+    except (TypeError, ValueError) as exc:
+        raise InputRejected(str(exc)) from None
 
 
 def load_all() -> None:

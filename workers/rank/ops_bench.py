@@ -16,12 +16,15 @@ from ltx_core.model.transformer.model_configurator import LTXModelConfigurator
 
 from ..embedded.tiny_model import tiny_checkpoint_config
 from ..engine.ltxcore import latents
-from ..engine.ltxcore.checkpoint import describe_config
 from ..engine.ltxcore.conditioning import context_from_processed
 from ..engine.ltxcore.fp8_linear import Fp8Linear, Fp8Selection, matmul_path, quantize_linears
-from ..engine.ltxcore.model import DTYPES, AVDenoiser, Guidance, LoadedModel
-from ..engine.ltxcore.model_forward import ForwardMode, apply_mode_to_modules
-from ..strategies.sequence_parallel import SequenceParallelModel
+from ..engine.ltxcore.model import AVDenoiser, Guidance, LoadedModel
+from ..engine.ltxcore.model_forward import apply_mode_to_modules
+from ..engine.ltxcore.sequence_parallel import SequenceParallelModel
+from ..wire.checks import DTYPES, ForwardMode
+from ..wire.constants import AUDIO_LATENT_CHANNELS, AUDIO_LATENT_MEL_BINS
+from ..wire.model_files import describe_config
+from ..wire.requests import BenchForward, LoadRandomModel
 from .ops import InputRejected, op
 from .ops_model import _exchange
 
@@ -69,21 +72,21 @@ def random_transformer(config: dict, device: torch.device, dtype: torch.dtype, s
     return model.eval()
 
 
-@op("load_random_model")
-def load_random_model(job, args: dict) -> dict:
+@op(LoadRandomModel)
+def load_random_model(job, request: LoadRandomModel) -> dict:
     """Replace the loaded model with a random-weight one of `config` (default: the 19B shape).
-    args["fp8_matmul"]: quantize the Linears the released fp8 files quantize (fp8_linear.py) before
+    request.fp8_matmul: quantize the Linears the released fp8 files quantize (fp8_linear.py) before
     wrapping; the result then tells how many ("fp8_linears"), the weights' bytes and the matmul path."""
     rt = job.runtime
-    dtype = DTYPES[str(args.get("dtype", "bfloat16"))]
-    config = dict(args.get("config") or LTX2_19B_TRANSFORMER)
-    mode = ForwardMode(str(args.get("mode", ForwardMode.COMFYUI.value)))
+    dtype = DTYPES[request.dtype]
+    config = dict(request.config or LTX2_19B_TRANSFORMER)
+    mode = ForwardMode(request.mode)
     rt.state.pop("model", None)
     if rt.device.type == "cuda":
         torch.cuda.empty_cache()
-    transformer = random_transformer(config, rt.device, dtype, int(args.get("seed", 0)))
+    transformer = random_transformer(config, rt.device, dtype, request.seed)
     fp8_linears = 0
-    if args.get("fp8_matmul", False):
+    if request.fp8_matmul:
         fp8_linears = quantize_linears(
             transformer, Fp8Selection.released(len(transformer.transformer_blocks))
         )
@@ -103,7 +106,7 @@ def load_random_model(job, args: dict) -> dict:
     params = sum(p.numel() for p in transformer.parameters())
     params += sum(m.weight.numel() for m in transformer.modules() if isinstance(m, Fp8Linear))
     result = {"parameters": params, "exchange": getattr(rt.state["exchange"], "name", "none")}
-    if args.get("fp8_matmul", False):
+    if request.fp8_matmul:
         tensors = [*transformer.parameters(), *transformer.buffers()]  # fp8 weights are buffers
         path = matmul_path(rt.device)
         result.update(fp8_linears=fp8_linears, parameter_bytes=sum(t.numel() * t.element_size() for t in tensors),
@@ -111,22 +114,22 @@ def load_random_model(job, args: dict) -> dict:
     return result
 
 
-@op("bench_forward")
-def bench_forward(job, args: dict) -> dict:
-    """Time `repeats` model calls (cond+uncond batch) on a video of args["video_shape"] (+ audio)."""
+@op(BenchForward)
+def bench_forward(job, request: BenchForward) -> dict:
+    """Time `repeats` model calls (cond+uncond batch) on a video of request.video_shape (+ audio)."""
     rt = job.runtime
     model: LoadedModel | None = rt.state.get("model")
     if model is None:
         raise InputRejected("no model loaded; run load_random_model or load_model first")
     device, dtype = rt.device, model.dtype
     d = model.description
-    video_shape = torch.Size(args["video_shape"])
+    video_shape = torch.Size(request.video_shape)
     audio_shape = (
         None
-        if args.get("audio_frames") is None
-        else torch.Size((video_shape[0], 8, int(args["audio_frames"]), 16))
+        if request.audio_frames is None
+        else torch.Size((video_shape[0], AUDIO_LATENT_CHANNELS, request.audio_frames, AUDIO_LATENT_MEL_BINS))
     )
-    g = torch.Generator().manual_seed(int(args.get("seed", 0)))
+    g = torch.Generator().manual_seed(request.seed)
     context = torch.randn(1, 1024, 2 * d.caption_channels, generator=g)
     text = context_from_processed(context, device, dtype)
     timing = latents.AudioTiming(sample_rate=d.audio_sample_rate_hz, hop_length=d.audio_hop_length)
@@ -148,12 +151,12 @@ def bench_forward(job, args: dict) -> dict:
         )
     plain = model.transformer.model
     calls = {"engine": lambda: denoiser(xs, 0.7, masks)}
-    if args.get("compare_plain", True):
+    if request.compare_plain:
         calls["plain_ltx_core"] = lambda: plain(video_in, audio_in, None)
     times: dict[str, list[float]] = {name: [] for name in calls}
     warmup_ms: list[float] = []  # the engine's warm-up calls: the first one compiles when compile is on
-    warmup = int(args.get("warmup", 1))
-    for i in range(warmup + int(args.get("repeats", 3))):
+    warmup = request.warmup
+    for i in range(warmup + request.repeats):
         for name, call in calls.items():  # interleaved, so clocks and temperature affect both alike
             start = time.perf_counter()
             with torch.inference_mode():
@@ -167,7 +170,7 @@ def bench_forward(job, args: dict) -> dict:
         job.check_cancel()
     times_ms = times["engine"]
     peak = torch.cuda.max_memory_allocated(device) if device.type == "cuda" else 0
-    breakdown = kernel_breakdown(calls["engine"]) if args.get("profile") and device.type == "cuda" else {}
+    breakdown = kernel_breakdown(calls["engine"]) if request.profile and device.type == "cuda" else {}
     return {
         "kernel_ms": breakdown,
         "times_ms": times_ms,

@@ -1,6 +1,6 @@
 """Commands on the comfy backend: load a file with ComfyUI's loaders, sample with ComfyUI's samplers.
 
-Reached from load_model / sample when the request says backend "comfy" (or the loaded model is a
+Reached from load_model / sample when the LoadModel request says backend "comfy" (or the loaded model is a
 ComfyModel). ComfyUI itself is imported only here and under workers/engine/comfy/.
 """
 
@@ -12,27 +12,23 @@ import torch
 import torch.distributed as dist
 
 from ..engine.comfy.model import ComfyModel  # no ComfyUI import until ComfyModel.load
-from ..engine.ltxcore.model import DTYPES
+from ..wire.backend import BACKEND_COMFY
+from ..wire.checks import DTYPES
 from ..wire.comfyui_root import ComfyUIRoot, ComfyUIUnusable
+from ..wire.requests import LoadModel, Sample, TextConditioning
 from .ops import InputRejected
 from .preview import step_callbacks
 
-BACKEND_COMFY = "comfy"
 
-
-def load_comfy(job, args: dict, exchange) -> dict:
-    """Bootstrap ComfyUI's model side in this rank and load `checkpoint` through its loader."""
+def load_comfy(job, request: LoadModel, exchange) -> dict:
+    """Bootstrap ComfyUI's model side in this rank and load the request's checkpoint through its
+    loader (the request refused compile and fp8_matmul on this backend)."""
     from ..engine.comfy.bootstrap import import_comfyui
 
     rt = job.runtime
-    for option in ("compile", "fp8_matmul"):
-        if args.get(option):
-            raise InputRejected(
-                f"{option} runs on the ltx-core backend only; turn it off or load with backend ltxcore"
-            )
-    path = Path(str(args["checkpoint"]))
-    dtype = DTYPES[str(args.get("dtype", "bfloat16"))]
-    root = ComfyUIRoot(str(args["comfyui_root"]), str(args.get("comfyui_version", "unknown")))
+    path = Path(request.checkpoint)
+    dtype = DTYPES[request.dtype]
+    root = ComfyUIRoot(request.comfyui_root, request.comfyui_version or "unknown")
     try:
         import_comfyui(root, rt.device)
     except ComfyUIUnusable as exc:
@@ -62,14 +58,15 @@ def is_comfy_model(model: object) -> bool:
     return isinstance(model, ComfyModel)
 
 
-def sample_comfy(job, args: dict) -> dict:
+def sample_comfy(job, request: Sample) -> dict:
     """The "sample" command on a ComfyModel: ComfyUI's guider and sampler, the model call SP-split."""
     from ..engine.comfy import sampling
     from ..engine.comfy.sequence_parallel import SequenceParallel
+    from .ops_sampling import check_split
 
     rt = job.runtime
     model = rt.state["model"]
-    _validate(args, model, job.world_size)
+    check_split(request, job.world_size)
     exchange = model.extras["exchange"]
     try:
         parallel = SequenceParallel.for_model(exchange, model.diffusion_model)
@@ -77,10 +74,9 @@ def sample_comfy(job, args: dict) -> dict:
         raise InputRejected(str(exc)) from exc
     patcher = parallel.patch(model.patcher)
     agree_batching(job, patcher)
-    frame_rate = float(args["frame_rate"])
-    positive = conditioning(args["positive"], frame_rate)
-    negative = conditioning(args["negative"], frame_rate)
-    on_denoised, on_step = step_callbacks(job, bool(args.get("preview")))
+    positive = conditioning(request.positive, request.frame_rate)
+    negative = conditioning(request.negative, request.frame_rate)
+    on_denoised, on_step = step_callbacks(job, request.preview)
 
     def callback(step: int, total: int, x0: list[torch.Tensor], x: list[torch.Tensor]) -> None:
         on_denoised(step, total, x0)
@@ -92,40 +88,26 @@ def sample_comfy(job, args: dict) -> dict:
             patcher,
             positive,
             negative,
-            latent_dict(args),
-            args["sigmas"].float(),
-            str(args["sampler"]),
-            float(args["cfg_video"]),
-            int(args["seed"]),
-            cfg_audio=float(args["cfg_audio"]),
-            add_noise=bool(args.get("add_noise", True)),
+            latent_dict(request),
+            request.sigmas.float(),
+            request.sampler,
+            request.cfg_video,
+            request.seed,
+            cfg_audio=request.cfg_audio,
+            add_noise=request.add_noise,
             callback=callback,
         )
     result = sampling.streams(out["samples"])
     if rt.rank == 0:
-        args["out_video"].copy_(result[0].to(args["out_video"].dtype))
+        request.out_video.copy_(result[0].to(request.out_video.dtype))
         if len(result) > 1:
-            args["out_audio"].copy_(result[1].to(args["out_audio"].dtype))
+            request.out_audio.copy_(result[1].to(request.out_audio.dtype))
     return {
-        "steps": len(args["sigmas"]) - 1,
+        "steps": len(request.sigmas) - 1,
         "exchange": exchange.name,
         "backend": BACKEND_COMFY,
         "split_forwards": parallel.split_forwards,
     }
-
-
-def _validate(args: dict, model, world_size: int) -> None:
-    """What the user can get wrong, refused alike on every rank before any collective."""
-    import comfy.samplers
-
-    from .ops_sampling import validate_streams
-
-    validate_streams({**args, "sampler": "euler"}, int(args.get("max_video_tokens", 32768)), world_size)
-    if args["sampler"] not in comfy.samplers.KSAMPLER_NAMES:
-        raise InputRejected(
-            f"sampler {args['sampler']!r} is not one of ComfyUI's k-samplers; choose one of "
-            f"{', '.join(comfy.samplers.KSAMPLER_NAMES)}"
-        )
 
 
 def agree_batching(job, patcher) -> None:
@@ -140,22 +122,23 @@ def agree_batching(job, patcher) -> None:
     patcher.get_free_memory = lambda device=None: agreed
 
 
-def conditioning(wire: dict | None, frame_rate: float) -> list | None:
-    """ComfyUI CONDITIONING from the wire form {"tensor", "unprocessed", "extras"} (nodes/convert.py)."""
-    if wire is None:
+def conditioning(cond: TextConditioning | None, frame_rate: float) -> list | None:
+    """ComfyUI CONDITIONING from a request's TextConditioning: the node's tensor and model entries
+    (text attention mask, guide keyframe indices) with the flag and frame rate LTXVConditioning set."""
+    if cond is None:
         return None
-    extras = dict(wire.get("extras") or {})
-    extras["unprocessed_ltxav_embeds"] = bool(wire["unprocessed"])
-    extras["frame_rate"] = frame_rate
-    return [[wire["tensor"], extras]]
+    options = dict(cond.extras)
+    options["unprocessed_ltxav_embeds"] = cond.unprocessed
+    options["frame_rate"] = frame_rate
+    return [[cond.tensor, options]]
 
 
-def latent_dict(args: dict) -> dict:
-    """ComfyUI's LATENT from the wire's streams: NestedTensor (video, audio) when there is audio."""
+def latent_dict(request: Sample) -> dict:
+    """ComfyUI's LATENT from the request's streams: NestedTensor (video, audio) when there is audio."""
     import comfy.nested_tensor
 
-    video, audio = args["video"], args.get("audio")
-    video_mask, audio_mask = args.get("video_mask"), args.get("audio_mask")
+    video, audio = request.video, request.audio
+    video_mask, audio_mask = request.video_mask, request.audio_mask
     if audio is None:
         latent = {"samples": video}
         if video_mask is not None:

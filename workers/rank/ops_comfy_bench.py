@@ -16,8 +16,9 @@ from typing import Any
 import torch
 
 from ..engine.comfy.model import ComfyModel
-from ..engine.ltxcore.model import DTYPES
+from ..wire.checks import DTYPES
 from ..wire.comfyui_root import ComfyUIRoot
+from ..wire.requests import ComfyBenchStep, ComfyLoadRandomModel
 from .ops import InputRejected, op
 from .ops_bench import INIT_STD, LTX2_19B_TRANSFORMER
 from .ops_model import _exchange
@@ -83,19 +84,19 @@ def time_steps(patcher: Any, inputs: tuple, steps: int, device: torch.device, on
     return [(b - a) * 1e3 for a, b in itertools.pairwise(stamps)]
 
 
-@op("comfy_load_random_model")
-def comfy_load_random_model(job, args: dict) -> dict:
+@op(ComfyLoadRandomModel)
+def comfy_load_random_model(job, request: ComfyLoadRandomModel) -> dict:
     """Replace the loaded model by ComfyUI's LTXAVModel of `config` (default: the 19B shape), random."""
     from ..engine.comfy.bootstrap import import_comfyui
 
     rt = job.runtime
-    import_comfyui(ComfyUIRoot(str(args["comfyui_root"]), "unknown"), rt.device)
-    dtype = DTYPES[str(args.get("dtype", "bfloat16"))]
-    config = dict(args.get("config") or LTX2_19B_TRANSFORMER)
+    import_comfyui(ComfyUIRoot(request.comfyui_root, "unknown"), rt.device)
+    dtype = DTYPES[request.dtype]
+    config = dict(request.config or LTX2_19B_TRANSFORMER)
     rt.state.pop("model", None)
     if rt.device.type == "cuda":
         torch.cuda.empty_cache()
-    patcher = comfy_random_model(config, rt.device, dtype, int(args.get("seed", 0)))
+    patcher = comfy_random_model(config, rt.device, dtype, request.seed)
     model = ComfyModel(path=Path("<random>"), dtype=dtype, patcher=patcher)
     model.extras.update(exchange=_exchange(job), config=config)
     rt.state["model"] = model
@@ -103,8 +104,8 @@ def comfy_load_random_model(job, args: dict) -> dict:
     return {"parameters": params, "exchange": model.extras["exchange"].name}
 
 
-@op("comfy_bench_step")
-def comfy_bench_step(job, args: dict) -> dict:
+@op(ComfyBenchStep)
+def comfy_bench_step(job, request: ComfyBenchStep) -> dict:
     """Time `repeats` sampling steps (cond+uncond, audio when audio_frames is given) through ComfyUI's
     sampler on the SP-patched model; the first step is the warm-up and is not counted."""
     from ..engine.comfy.sequence_parallel import SequenceParallel
@@ -118,15 +119,15 @@ def comfy_bench_step(job, args: dict) -> dict:
     patcher = parallel.patch(model.patcher)
     agree_batching(job, patcher)
     inputs = random_job_inputs(
-        list(args["video_shape"]),
-        args.get("audio_frames"),
+        list(request.video_shape),
+        request.audio_frames,
         int(model.extras["config"]["caption_channels"]),
         0,
     )
     if rt.device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(rt.device)
-    times = time_steps(patcher, inputs, int(args.get("repeats", 3)), rt.device, on_step=job.check_cancel)
-    shape = args["video_shape"]
+    times = time_steps(patcher, inputs, request.repeats, rt.device, on_step=job.check_cancel)
+    shape = request.video_shape
     return {
         "times_ms": times,
         "split_forwards": parallel.split_forwards,

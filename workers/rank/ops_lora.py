@@ -17,6 +17,7 @@ from ..engine.comfy.model import ComfyModel
 from ..engine.ltxcore.checkpoint import TRANSFORMER, embeddings_processor_spec
 from ..engine.ltxcore.lora import FuseTarget, LoraFuser, SwitchReport
 from ..engine.ltxcore.model import LoadedModel
+from ..wire.requests import LoraState, SetLoras
 from .ops import InputRejected, op
 
 STATE_KEY = "lora_fuser"
@@ -51,21 +52,16 @@ def _targets(model: LoadedModel) -> list[FuseTarget]:
     ]
 
 
-@op("set_loras")
-def set_loras(job, args: dict) -> dict:
-    """Make the fused LoRA set args["loras"] = [[path, strength], ...] (in order); [] restores the base.
+@op(SetLoras)
+def set_loras(job, request: SetLoras) -> dict:
+    """Make the fused LoRA set request.loras (in order); () restores the base.
 
     Returns the SwitchReport as a dict (changed False when the set was already fused). A failure after
     the first weight changed drops the model on this rank (its weights are unknown), so the next
     load_model loads it again.
     """
     model = _loaded(job)
-    try:
-        loras = [(str(path), float(strength)) for path, strength in args.get("loras", [])]
-    except (TypeError, ValueError):
-        raise InputRejected(
-            f"loras must be a list of [path, strength] pairs, got {args.get('loras')!r}"
-        ) from None
+    loras = list(request.loras)
     if isinstance(model, ComfyModel):
         return _set_comfy_loras(job, model, loras)
     fuser = _fuser(job, model)
@@ -109,8 +105,8 @@ def _set_comfy_loras(job, model: ComfyModel, loras: list[tuple[str, float]]) -> 
         ) from exc
 
 
-@op("lora_state")
-def lora_state(job, args: dict) -> dict:
+@op(LoraState)
+def lora_state(job, request: LoraState) -> dict:
     """Diagnostics: the fused set and a SHA-256 over every transformer and connector parameter's bytes
     (reads every weight: seconds per GB)."""
     model = _loaded(job)

@@ -11,11 +11,12 @@ from safetensors import SafetensorError
 
 from ...kernels import make_head_exchange
 from ..engine.ltxcore.fp8_linear import check_fp8_matmul
-from ..engine.ltxcore.model import DTYPES, LoadedModel
-from ..engine.ltxcore.model_forward import ForwardMode
-from ..strategies.sequence_parallel import check_compilable
+from ..engine.ltxcore.model import LoadedModel
+from ..wire.backend import BACKEND_COMFY
+from ..wire.checks import DTYPES, ForwardMode
+from ..wire.requests import LoadModel, SetCompiled, UnloadModel
 from .ops import InputRejected, op
-from .ops_comfy import BACKEND_COMFY, load_comfy
+from .ops_comfy import load_comfy
 
 
 def _exchange(job):
@@ -30,32 +31,18 @@ class _SingleRank:
     name, rank, world_size = "none", 0, 1
 
 
-@op("load_model")
-def load_model(job, args: dict) -> dict:
-    """Load `checkpoint` in `dtype` on every rank (skipped when the same file and dtype are loaded)."""
-    path = Path(str(args["checkpoint"]))
-    dtype_name = str(args.get("dtype", "bfloat16"))
-    if dtype_name not in DTYPES:
-        raise InputRejected(
-            f"weight dtype {dtype_name!r} is not supported; choose one of {', '.join(DTYPES)}"
-        )
+@op(LoadModel)
+def load_model(job, request: LoadModel) -> dict:
+    """Load the checkpoint on every rank (skipped when the same file, dtype, mode and fp8 are loaded)."""
+    path = Path(request.checkpoint)
     if not path.is_file():
         raise InputRejected(f"checkpoint {path} does not exist on this machine")
-    dtype = DTYPES[dtype_name]
-    if args.get("backend") == BACKEND_COMFY:
-        return load_comfy(job, args, _exchange(job))
-    try:
-        mode = ForwardMode(str(args.get("mode", ForwardMode.COMFYUI.value)))
-    except ValueError:
-        raise InputRejected(
-            f"forward mode {args.get('mode')!r} is not one of {[m.value for m in ForwardMode]}"
-        ) from None
-    compiled = bool(args.get("compile", False))
-    fp8_matmul = bool(args.get("fp8_matmul", False))
+    dtype, mode = DTYPES[request.dtype], ForwardMode(request.mode)
+    if request.backend == BACKEND_COMFY:
+        return load_comfy(job, request, _exchange(job))
+    compiled, fp8_matmul = request.compile, request.fp8_matmul
     rt = job.runtime
-    try:  # refused before any weight loads
-        if compiled:
-            check_compilable(mode)
+    try:  # refused before any weight loads: the GPU's fp8 support (the request checked the rest)
         if fp8_matmul:
             check_fp8_matmul(dtype, rt.device)
     except ValueError as exc:
@@ -94,21 +81,21 @@ def load_model(job, args: dict) -> dict:
     return {"reused": False, **_summary(model)}
 
 
-@op("set_compiled")
-def set_compiled(job, args: dict) -> dict:
+@op(SetCompiled)
+def set_compiled(job, request: SetCompiled) -> dict:
     """Switch torch.compile of the loaded transformer's blocks on or off (benchmarks)."""
     model: LoadedModel | None = job.runtime.state.get("model")
     if model is None:
         raise InputRejected("no model loaded; load one first")
     try:
-        model.transformer.set_compiled(bool(args["compile"]))
+        model.transformer.set_compiled(request.compile)
     except ValueError as exc:
         raise InputRejected(str(exc)) from exc
     return {"compiled": model.transformer.compiled}
 
 
-@op("unload_model")
-def unload_model(job, args: dict) -> dict:
+@op(UnloadModel)
+def unload_model(job, request: UnloadModel) -> dict:
     job.runtime.state.pop("model", None)
     _release(job.runtime.device)
     return {}

@@ -17,7 +17,8 @@ from ..engine.ltxcore.conditioning import (
     context_from_processed,
 )
 from ..engine.ltxcore.model import AVDenoiser, Guidance, LoadedModel
-from ..strategies.sequence_parallel import check_splittable
+from ..wire.checks import check_splittable
+from ..wire.requests import Forward, Sample, TextConditioning
 from .ops import InputRejected, op
 from .ops_comfy import is_comfy_model, sample_comfy
 from .preview import step_callbacks
@@ -36,66 +37,42 @@ def loaded_model(job) -> LoadedModel:
 
 
 def text_context(
-    model: LoadedModel, cond: dict | None, device: torch.device, what: str
+    model: LoadedModel, cond: TextConditioning | None, device: torch.device, what: str
 ) -> TextContext | None:
-    """Conditioning as sent by the client: {"tensor": [B,T,W], "unprocessed": bool}."""
+    """A request's conditioning in the model's text context (its width checked against the model)."""
     if cond is None:
         return None
-    tensor, unprocessed = cond["tensor"], bool(cond["unprocessed"])
     try:
-        check_conditioning_width(tensor, unprocessed, model.description, what)
+        check_conditioning_width(cond.tensor, cond.unprocessed, model.description, what)
     except ValueError as exc:
         raise InputRejected(str(exc)) from exc
     with torch.inference_mode():
-        if unprocessed:
-            return context_from_features(tensor, model.processor, device, model.dtype)
-        return context_from_processed(tensor, device, model.dtype)
+        if cond.unprocessed:
+            return context_from_features(cond.tensor, model.processor, device, model.dtype)
+        return context_from_processed(cond.tensor, device, model.dtype)
 
 
-def validate_streams(args: dict, max_video_tokens: int, world_size: int) -> None:
-    """Everything a user can get wrong, checked alike on every rank before any collective."""
+def check_split(request: Sample | Forward, world_size: int) -> None:
+    """The one check a request cannot run itself (it needs the group size), alike on every rank."""
     try:
-        latents.check_video_latent(args["video"])
-        if args.get("audio") is not None:
-            latents.check_audio_latent(args["audio"])
-            if args["audio"].shape[0] != args["video"].shape[0]:
-                raise ValueError(
-                    "the audio and video latents have different batch sizes; build them with the same batch"
-                )
-        sampling.validate_sigmas(args["sigmas"])
-        if args["sampler"] not in sampling.SAMPLERS:
-            raise ValueError(
-                f"sampler {args['sampler']!r} is not supported; choose one of {', '.join(sampling.SAMPLERS)}"
-            )
-        for key in ("video", "audio"):
-            t = args.get(key)
-            if t is not None and not torch.isfinite(t).all():
-                raise ValueError(
-                    f"the input {key} latent holds NaN or infinite values; re-create it upstream"
-                )
-        _, _, f, h, w = args["video"].shape
-        tokens = f * h * w
-        if tokens > max_video_tokens:
-            raise ValueError(
-                f"the video latent has {tokens:,} tokens ({f} x {h} x {w} latent cells), over the limit of "
-                f"{max_video_tokens:,}. Lower the resolution or the frame count (or raise max tokens if memory allows)."
-            )
-        check_splittable((f, h, w), world_size)
+        check_splittable(tuple(request.video.shape[2:]), world_size)
     except ValueError as exc:
         raise InputRejected(str(exc)) from exc
 
 
-def build_denoiser(job, args: dict, guidance: Guidance) -> tuple[AVDenoiser, list[sampling.Stream]]:
-    """Validate the job's inputs (alike on every rank) and build the model call for them."""
+def build_denoiser(
+    job, request: Sample | Forward, guidance: Guidance
+) -> tuple[AVDenoiser, list[sampling.Stream]]:
+    """The model call for a request's latents and prompts (the request checked the latents)."""
     model = loaded_model(job)
-    validate_streams(args, int(args.get("max_video_tokens", 32768)), job.world_size)
+    check_split(request, job.world_size)
     device = job.runtime.device
-    positive = text_context(model, args["positive"], device, "positive")
-    negative = text_context(model, args.get("negative"), device, "negative")
-    video, audio = args["video"], args.get("audio")
-    streams = [sampling.Stream(video, args.get("video_mask"))]
+    positive = text_context(model, request.positive, device, "positive")
+    negative = text_context(model, request.negative, device, "negative")
+    video, audio = request.video, request.audio
+    streams = [sampling.Stream(video, request.video_mask)]
     if audio is not None:
-        streams.append(sampling.Stream(audio, args.get("audio_mask")))
+        streams.append(sampling.Stream(audio, request.audio_mask))
     timing = latents.AudioTiming(
         sample_rate=model.description.audio_sample_rate_hz, hop_length=model.description.audio_hop_length
     )
@@ -107,7 +84,7 @@ def build_denoiser(job, args: dict, guidance: Guidance) -> tuple[AVDenoiser, lis
             guidance,
             video.shape,
             None if audio is None else audio.shape,
-            float(args["frame_rate"]),
+            request.frame_rate,
             device,
             timing,
         )
@@ -116,58 +93,52 @@ def build_denoiser(job, args: dict, guidance: Guidance) -> tuple[AVDenoiser, lis
     return denoiser, streams
 
 
-@op("sample")
-def sample(job, args: dict) -> dict:
+@op(Sample)
+def sample(job, request: Sample) -> dict:
     rt = job.runtime
     if is_comfy_model(rt.state.get("model")):
-        return sample_comfy(job, args)
-    denoiser, streams = build_denoiser(
-        job, args, Guidance(float(args["cfg_video"]), float(args["cfg_audio"]))
-    )
-    seed = int(args["seed"])
-    if args.get("add_noise", True):
-        noise = sampling.initial_noise(seed, [s.latent.shape for s in streams])
+        return sample_comfy(job, request)
+    denoiser, streams = build_denoiser(job, request, Guidance(request.cfg_video, request.cfg_audio))
+    if request.add_noise:
+        noise = sampling.initial_noise(request.seed, [s.latent.shape for s in streams])
     else:
         noise = [torch.zeros_like(s.latent, dtype=torch.float32) for s in streams]
-    settings = sampling.SamplerSettings(
-        name=str(args["sampler"]), eta=float(args.get("eta", 1.0)), s_noise=float(args.get("s_noise", 1.0))
-    )
+    settings = sampling.SamplerSettings(name=request.sampler, eta=request.eta, s_noise=request.s_noise)
 
-    on_denoised, on_step = step_callbacks(job, bool(args.get("preview")))
+    on_denoised, on_step = step_callbacks(job, request.preview)
 
     job.check_cancel()
     result = sampling.sample(
         denoiser,
         streams,
         noise,
-        args["sigmas"].float(),
+        request.sigmas.float(),
         settings,
-        seed=seed,
+        seed=request.seed,
         device=rt.device,
         on_step=on_step,
         on_denoised=on_denoised,
     )
     if rt.rank == 0:
-        args["out_video"].copy_(result[0].to(args["out_video"].dtype))
+        request.out_video.copy_(result[0].to(request.out_video.dtype))
         if len(result) > 1:
-            args["out_audio"].copy_(result[1].to(args["out_audio"].dtype))
-    return {"steps": len(args["sigmas"]) - 1, "exchange": getattr(rt.state.get("exchange"), "name", "none")}
+            request.out_audio.copy_(result[1].to(request.out_audio.dtype))
+    return {"steps": len(request.sigmas) - 1, "exchange": getattr(rt.state.get("exchange"), "name", "none")}
 
 
-@op("forward")
-def forward(job, args: dict) -> dict:
-    """One transformer forward (no CFG) at args["sigma"]: velocities written to out_video / out_audio
+@op(Forward)
+def forward(job, request: Forward) -> dict:
+    """One transformer forward (no CFG) at request.sigma: velocities written to out_video / out_audio
     as tokens [B, T, C]. For parity tests and benchmarks."""
-    args = {**args, "sigmas": torch.tensor([float(args["sigma"]), 0.0]), "sampler": "euler"}
-    denoiser, streams = build_denoiser(job, args, Guidance(1.0, 1.0))
+    denoiser, streams = build_denoiser(job, request, Guidance(1.0, 1.0))
     device = job.runtime.device
     xs = [s.latent.to(device=device, dtype=torch.float32) for s in streams]
     masks = [
         None if s.noise_mask is None else s.noise_mask.to(device=device, dtype=torch.float32) for s in streams
     ]
-    (_, v_out), audio = denoiser.velocity(xs, float(args["sigma"]), masks)
+    (_, v_out), audio = denoiser.velocity(xs, request.sigma, masks)
     if job.rank == 0:
-        args["out_video"].copy_(v_out.float())
+        request.out_video.copy_(v_out.float())
         if audio is not None:
-            args["out_audio"].copy_(audio[1].float())
+            request.out_audio.copy_(audio[1].float())
     return {"exchange": getattr(job.runtime.state.get("exchange"), "name", "none")}

@@ -26,28 +26,27 @@ from ltx_core.model.transformer.modality import Modality
 from ...kernels import even_split
 from ..engine.comfy.model import ComfyModel
 from ..engine.ltxcore import latents, sampling
-from ..engine.ltxcore.checkpoint import read_checkpoint_config
 from ..engine.ltxcore.conditioning import TextContext
 from ..engine.ltxcore.model import AVDenoiser, Guidance, LoadedModel
 from ..engine.ltxcore.model_forward import run_transformer
+from ..engine.ltxcore.sequence_parallel import (
+    SequenceParallelModel,
+    VideoSelfAttention,
+    VideoToAudioAttention,
+)
 from ..engine.ltxcore.tdp_upsample import spatial_upsampler, upsample_video, video_statistics
 from ..strategies import tiled
-from ..strategies.sequence_parallel import SequenceParallelModel, VideoSelfAttention, VideoToAudioAttention
 from ..strategies.tdp_preview import (
-    DEFAULT_PREVIEW_FRAMES,
-    OFF,
     PreviewRegion,
     RegionDenoiser,
     preview_region,
 )
 from ..strategies.tdp_preview import audio_frames as preview_audio_frames
-from ..wire.config import DEFAULT_MAX_VIDEO_TOKENS
+from ..wire.model_files import read_checkpoint_config
+from ..wire.requests import TdpUpscale
 from .ops import InputRejected, op
 from .ops_sampling import loaded_model, text_context
 from .preview import step_callbacks
-
-# From this first sigma on, every tile starts from pure noise and invents its own content.
-PURE_NOISE_SIGMA = 1.0
 
 Reduce = Callable[[torch.Tensor], None]
 
@@ -179,40 +178,18 @@ def all_reduce_sum(world_size: int) -> Reduce:
 
 
 def validate(
-    args: dict, max_video_tokens: int, *, samplers: tuple[str, ...] = sampling.SAMPLERS
+    request: TdpUpscale,
 ) -> tuple[tiled.TileGrid, tuple[int, ...], PreviewRegion | None]:
-    """Everything a user can get wrong, alike on every rank, before any collective (ValueError).
-    `samplers`: the sampler names the backend runs. Returns the grid, the upscaled shape and the
-    preview's region (None: the full run)."""
-    video, audio, sigmas = args["video"], args.get("audio"), args["sigmas"]
-    latents.check_video_latent(video, "stage-1 video latent")
-    if audio is not None:
-        latents.check_audio_latent(audio, "stage-1 audio latent")
-        if audio.shape[0] != video.shape[0]:
-            raise ValueError(
-                "the audio and video latents have different batch sizes; build them with the same batch"
-            )
-    for name, t in (("video", video), ("audio", audio)):
-        if t is not None and not torch.isfinite(t).all():
-            raise ValueError(f"the stage-1 {name} latent holds NaN or infinite values; re-create it upstream")
-    sampling.validate_sigmas(sigmas)
-    if float(sigmas[0]) >= PURE_NOISE_SIGMA:
-        raise ValueError(
-            f"the first sigma is {float(sigmas[0]):g}: TDP denoises each tile on its own, and from pure noise "
-            "(sigma 1.0) the tiles invent unrelated content that never joins into one video. TDP is an "
-            "upscaler: start it from the partly re-noised stage-1 result (default sigmas 0.625, 0.4, 0.0) and "
-            "generate stage 1 with the SP Sampler."
-        )
-    if args["sampler"] not in samplers:
-        raise ValueError(f"sampler {args['sampler']!r} is not supported; choose one of {', '.join(samplers)}")
-    up_shape = tiled.upscaled_latent_shape(tuple(video.shape), read_checkpoint_config(args["upscaler"]))
-    overlap = int(args["overlap"])
+    """What depends on the upsampler file (ValueError), alike on every rank, before any collective;
+    the request checked the rest. Returns the grid, the upscaled shape and the preview's region
+    (None: the full run). Both engines call it."""
+    video, max_video_tokens = request.video, request.max_video_tokens
+    up_shape = tiled.upscaled_latent_shape(tuple(video.shape), read_checkpoint_config(request.upscaler))
+    overlap = request.overlap
     extent = (up_shape[3], up_shape[4])
-    counts = tiled.resolve_counts(int(args["tiles_h"]), int(args["tiles_w"]), extent, overlap)
+    counts = tiled.resolve_counts(request.tiles_h, request.tiles_w, extent, overlap)
     grid = tiled.make_grid(extent, counts, overlap)
-    region = preview_region(
-        str(args.get("preview", OFF)), int(args.get("preview_frames", DEFAULT_PREVIEW_FRAMES)), grid, up_shape
-    )
+    region = preview_region(request.preview, request.preview_frames, grid, up_shape)
     frames = up_shape[2] if region is None else region.frames
     cells = (
         grid.largest_tile_cells
@@ -330,75 +307,70 @@ def denoise_untiled(
     return _run_stage(denoiser, video, audio, args, device, None)
 
 
-@op("tdp_upscale")
-def tdp_upscale(job, args: dict) -> dict:
-    """args: video [B,128,F,H,W], audio [B,8,T,16] or None, positive / negative (ops_sampling form),
-    frame_rate, sigmas, sampler, cfg, seed, tiles_h / tiles_w (0 and 0 = auto), overlap, upscaler (a
-    path), max_video_tokens, preview (tdp_preview.PREVIEW_MODES, default "off") and preview_frames (pixel
-    frames), out_video: output slot float32 written by rank 0, [B,128,F,2H,2W] or the preview region's
-    shape. Returns per rank: grid, tiles and tokens on the rank, and `audio_frames`, how many stage-1
+@op(TdpUpscale)
+def tdp_upscale(job, request: TdpUpscale) -> dict:
+    """Returns per rank: grid, tiles and tokens on the rank, and `audio_frames`, how many stage-1
     audio frames go with the result (a first-frames preview is shorter)."""
     rt = job.runtime
     if isinstance(rt.state.get("model"), ComfyModel):
         from .ops_tdp_comfy import tdp_upscale_comfy  # ops_tdp_comfy imports this module
 
-        return tdp_upscale_comfy(job, rt.state["model"], args)
+        return tdp_upscale_comfy(job, rt.state["model"], request)
     model = loaded_model(job)
     try:
-        grid, up_shape, region = validate(args, int(args.get("max_video_tokens", DEFAULT_MAX_VIDEO_TOKENS)))
+        grid, up_shape, region = validate(request)
         out_shape = up_shape if region is None else region.shape
-        if tuple(args["out_video"].shape) != out_shape:
-            raise ValueError(f"output slot {tuple(args['out_video'].shape)} != result shape {out_shape}")
-        positive = text_context(model, args["positive"], rt.device, "positive")
-        negative = text_context(model, args.get("negative"), rt.device, "negative")
-        if float(args["cfg"]) != 1.0 and negative is None:
-            raise ValueError("cfg is not 1 but no negative conditioning was given; connect a negative prompt")
+        if tuple(request.out_video.shape) != out_shape:
+            raise ValueError(f"output slot {tuple(request.out_video.shape)} != result shape {out_shape}")
+        positive = text_context(model, request.positive, rt.device, "positive")
+        negative = text_context(model, request.negative, rt.device, "negative")
         statistics = video_statistics(model, rt.device)
-        upsampler = spatial_upsampler(model, str(args["upscaler"]), rt.device)
+        upsampler = spatial_upsampler(model, request.upscaler, rt.device)
     except ValueError as exc:
         raise InputRejected(str(exc)) from exc
-    video = upsample_video(args["video"], upsampler, statistics, model.dtype)
+    video = upsample_video(request.video, upsampler, statistics, model.dtype)
     if job.world_size > 1:
         with torch.inference_mode():
             dist.broadcast(video, src=0)  # one source of truth: every rank steps the same latent
 
-    on_denoised, on_step = step_callbacks(job, bool(args.get("live_preview")))
+    on_denoised, on_step = step_callbacks(job, request.live_preview)
 
     job.check_cancel()
+    stage = request.to_wire()  # the stage settings as the stage functions (and tests) read them
     result = denoise_upscaled(
-        model, video, args.get("audio"), positive, negative, grid, args,
+        model, video, request.audio, positive, negative, grid, stage,
         rank=job.rank, world_size=job.world_size, device=rt.device, on_step=on_step, region=region,
         on_denoised=on_denoised,
     )  # fmt: skip
     if job.rank == 0:
-        args["out_video"].copy_(result.to(args["out_video"].dtype))
-    return tdp_result(job, grid, up_shape, args, region, _audio_frames_out(args, region, model))
+        request.out_video.copy_(result.to(request.out_video.dtype))
+    return tdp_result(job, grid, up_shape, request, region, _audio_frames_out(request, region, model))
 
 
 def tdp_result(
-    job, grid, up_shape, args: dict, region: PreviewRegion | None, audio_frames: int | None
+    job, grid, up_shape, request: TdpUpscale, region: PreviewRegion | None, audio_frames: int | None
 ) -> dict:
     """The tdp_upscale reply, the same fields on both engines."""
     return {
         "tiles": list(grid.counts),
         "tiles_on_rank": len(grid.for_rank(job.rank, job.world_size)),
         "largest_tile_tokens": up_shape[2] * grid.largest_tile_cells,
-        "steps": len(args["sigmas"]) - 1,
+        "steps": len(request.sigmas) - 1,
         "video_tokens_on_rank": tokens_on_rank(grid, region, up_shape, job.rank, job.world_size),
         "preview_tile": None if region is None or region.tile is None else region.tile.index,
         "audio_frames": audio_frames,
     }
 
 
-def _audio_frames_out(args: dict, region: PreviewRegion | None, model: LoadedModel) -> int | None:
+def _audio_frames_out(request: TdpUpscale, region: PreviewRegion | None, model: LoadedModel) -> int | None:
     """Stage-1 audio frames the node returns: all, or as long as a first-frames preview lasts."""
-    audio = args.get("audio")
+    audio = request.audio
     if audio is None:
         return None
     if region is None:
         return int(audio.shape[2])
     lps = _timing(model).latent_frames_per_second
-    return preview_audio_frames(region, int(audio.shape[2]), float(args["frame_rate"]), lps)
+    return preview_audio_frames(region, int(audio.shape[2]), request.frame_rate, lps)
 
 
 def tokens_on_rank(

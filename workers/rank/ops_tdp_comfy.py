@@ -1,6 +1,6 @@
 """The "tdp_upscale" command on the comfy backend (runtime.state["model"] is a ComfyModel).
 
-The same arguments, checks, tile plan and result as ops_tdp (the ltx-core path); the work is
+The same request, checks, tile plan and result as ops_tdp (the ltx-core path); the work is
 ComfyUI's: its latent upsampler (engine/comfy/latent_upsample.py), its model and sampler with the
 model call tiled (engine/comfy/tdp.py). Per job, on every rank:
   1. upsample the stage-1 video as LTXVLatentUpsampler does, then take rank 0's copy so every rank
@@ -18,62 +18,44 @@ import torch
 import torch.distributed as dist
 
 from ..engine.comfy.model import ComfyModel
-from ..wire.config import DEFAULT_MAX_VIDEO_TOKENS
+from ..wire.requests import TdpUpscale
 from . import ops_tdp
 from .ops import InputRejected
+from .ops_comfy import conditioning
 from .preview import step_callbacks
 
 
-def comfy_conditioning(cond: dict | None, frame_rate: float) -> list | None:
-    """The client's conditioning form ({"tensor", "unprocessed", optional "extras"}, nodes/convert.py)
-    back into the CONDITIONING the node received, with the frame rate LTXVConditioning put there."""
-    if cond is None:
-        return None
-    options = dict(cond.get("extras") or {})  # e.g. the text attention mask, guide keyframe indices
-    options["unprocessed_ltxav_embeds"] = bool(cond["unprocessed"])
-    options["frame_rate"] = frame_rate
-    return [[cond["tensor"], options]]
-
-
-def tdp_upscale_comfy(job, model: ComfyModel, args: dict) -> dict:
-    """args and result as ops_tdp.tdp_upscale; the preview modes are not served on this backend yet."""
-    import comfy.samplers
-
+def tdp_upscale_comfy(job, model: ComfyModel, request: TdpUpscale) -> dict:
+    """Request and result as ops_tdp.tdp_upscale; the preview modes are not served on this backend yet."""
     from ..engine.comfy.latent_upsample import cached_latent_upsampler, upsample_video, video_statistics
     from ..engine.comfy.tdp import denoise_tiled, held_audio_latent
     from ..engine.comfy.tiled_cond_batch import check_conditioning
 
     rt = job.runtime
     try:
-        max_tokens = int(args.get("max_video_tokens", DEFAULT_MAX_VIDEO_TOKENS))
-        grid, up_shape, region = ops_tdp.validate(
-            args, max_tokens, samplers=tuple(comfy.samplers.SAMPLER_NAMES)
-        )
+        grid, up_shape, region = ops_tdp.validate(request)
         if region is not None:
             raise ValueError(
                 "the TDP Upscaler's preview modes do not run on ComfyUI's model stack yet; set preview to off"
             )
-        if tuple(args["out_video"].shape) != up_shape:
-            raise ValueError(f"output slot {tuple(args['out_video'].shape)} != result shape {up_shape}")
-        frame_rate, cfg = float(args["frame_rate"]), float(args["cfg"])
-        positive = comfy_conditioning(args["positive"], frame_rate)
-        negative = comfy_conditioning(args.get("negative"), frame_rate)
-        if cfg != 1.0 and negative is None:
-            raise ValueError("cfg is not 1 but no negative conditioning was given; connect a negative prompt")
+        if tuple(request.out_video.shape) != up_shape:
+            raise ValueError(f"output slot {tuple(request.out_video.shape)} != result shape {up_shape}")
+        positive = conditioning(request.positive, request.frame_rate)
+        negative = conditioning(request.negative, request.frame_rate)
         check_conditioning(positive, "positive")
         check_conditioning(negative, "negative")
         video_statistics(model)
-        upsampler = cached_latent_upsampler(model, Path(args["upscaler"]), rt.device)
+        upsampler = cached_latent_upsampler(model, Path(request.upscaler), rt.device)
     except ValueError as exc:
         raise InputRejected(str(exc)) from exc
-    video = upsample_video(model, upsampler, args["video"]).to(rt.device)
+    video = upsample_video(model, upsampler, request.video).to(rt.device)
     if job.world_size > 1:
         with torch.inference_mode():
             dist.broadcast(video, src=0)  # one source of truth: every rank steps the same latent
-    audio = args.get("audio")
+    audio = request.audio
     latent = held_audio_latent(video, None if audio is None else audio.to(rt.device))
 
-    on_denoised, on_step = step_callbacks(job, bool(args.get("live_preview")))
+    on_denoised, on_step = step_callbacks(job, request.live_preview)
 
     def callback(step: int, total: int, x0: list[torch.Tensor], x: list[torch.Tensor]) -> None:
         on_denoised(step, total, x0)  # the live preview of the blended video, as on ltx-core
@@ -81,12 +63,14 @@ def tdp_upscale_comfy(job, model: ComfyModel, args: dict) -> dict:
 
     job.check_cancel()
     out = denoise_tiled(
-        model, latent, positive, negative, args["sigmas"].float(), str(args["sampler"]), cfg,
-        int(args["seed"]), grid, rank=job.rank, world_size=job.world_size,
+        model, latent, positive, negative, request.sigmas.float(), request.sampler, request.cfg,
+        request.seed, grid, rank=job.rank, world_size=job.world_size,
         reduce=ops_tdp.all_reduce_sum(job.world_size), callback=callback,
     )  # fmt: skip
     samples = out["samples"]
     result = samples.unbind()[0] if samples.is_nested else samples
     if job.rank == 0:
-        args["out_video"].copy_(result.to(args["out_video"].dtype))
-    return ops_tdp.tdp_result(job, grid, up_shape, args, None, None if audio is None else int(audio.shape[2]))
+        request.out_video.copy_(result.to(request.out_video.dtype))
+    return ops_tdp.tdp_result(
+        job, grid, up_shape, request, None, None if audio is None else int(audio.shape[2])
+    )

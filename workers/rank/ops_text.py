@@ -32,10 +32,10 @@ from ..engine.comfy.model import ComfyModel
 from ..text.gemma3 import COMPUTE_DTYPE, GemmaSegment, SequenceContext
 from ..text.text_encoder import GemmaFiles, feature_dtype, load_segment, open_gemma
 from ..text.text_tokenizer import PAD_ID, padded_length
+from ..wire.requests import EncodeText
 from .ops import InputRejected, op
 from .text_heads import comfy_text_head, gemma_dtype, project
 
-PLACEMENTS = ("auto", "layers", "replicas")
 STATE_KEY = "text_encoder"
 # "auto" picks replicas when weights x this fit each rank's free memory. Measured on an H200 with
 # Gemma 3 12B in bf16 (bench/bench_text_encode.py): 22.0 GiB of weights, peak 27.0 GiB (1.23x) for a
@@ -91,12 +91,11 @@ class EncodeRequest:
     projection: torch.nn.Linear  # or engine.comfy.text_projection.ComfyTextHead on the comfy backend
 
 
-def _validate(job, args: dict) -> EncodeRequest:
-    """Everything a user can get wrong, checked alike on every rank before any collective."""
-    placement = str(args.get("placement", "auto"))
-    if placement not in PLACEMENTS:
-        raise InputRejected(f"placement {placement!r} is not one of {', '.join(PLACEMENTS)}")
-    path = Path(str(args["text_encoder"]))
+def _validate(job, request: EncodeText) -> EncodeRequest:
+    """What depends on the files and the loaded model, checked alike on every rank before any
+    collective (the request checked the rest)."""
+    placement = request.placement
+    path = Path(request.text_encoder)
     if not path.exists():
         raise InputRejected(f"text encoder {path} does not exist on this machine")
     stamp = file_stamp(path)
@@ -116,11 +115,7 @@ def _validate(job, args: dict) -> EncodeRequest:
             f"({config.feature_width} features) but the checkpoint's text projection takes {projection.in_features}. "
             "Pick the Gemma 3 12B text encoder that belongs to LTX-2 (for the tiny test model: the tiny Gemma)."
         )
-    prompts, outputs = args["prompts"], args["outputs"]
-    if not prompts or len(prompts) != len(outputs):
-        raise InputRejected(
-            f"{len(prompts)} prompts but {len(outputs)} output slots; pass one slot per prompt"
-        )
+    prompts, outputs = request.prompts, request.outputs
     for p, (ids, out) in enumerate(zip(prompts, outputs)):
         if not ids or min(ids) < 0 or max(ids) >= config.vocab_size:
             raise InputRejected(
@@ -295,9 +290,9 @@ def _encode_layers(job, encoder: ResidentEncoder, prompts, outputs, projection, 
         job.progress(p + 1, len(prompts))
 
 
-@op("encode_text")
-def encode_text(job, args: dict) -> dict:
-    request = _validate(job, args)
+@op(EncodeText)
+def encode_text(job, text_request: EncodeText) -> dict:
+    request = _validate(job, text_request)
     began = time.perf_counter()
     encoder, loaded = _resident(job, request)
     load_s = time.perf_counter() - began
@@ -305,7 +300,7 @@ def encode_text(job, args: dict) -> dict:
     began = time.perf_counter()
     run = _encode_replicas if encoder.placement == "replicas" or job.world_size == 1 else _encode_layers
     with torch.inference_mode():
-        run(job, encoder, args["prompts"], args["outputs"], request.projection, dtype)
+        run(job, encoder, text_request.prompts, text_request.outputs, request.projection, dtype)
     return {
         "placement": encoder.placement,
         "layers": list(encoder.blocks[job.rank]),

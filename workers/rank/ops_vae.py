@@ -1,10 +1,7 @@
 """The "vae_decode" command: video latent -> IMAGE frames over the whole group, audio latent -> waveform.
 
-Args (client side: nodes/vae_decode.py): "video" [B, 128, F, h, w] float32; "audio" [B, 8, T, 16] or
-None; "tiles" (TileSettings fields); "out_image" the IMAGE slot [B * frames, H, W, 3] float32;
-"out_audio" the waveform slot [B, channels, samples] float32 or None (shapes: vae_outputs.py);
-"prefault" (optional; bool or shm_prefault.prefault_setting's names, default from LTX2_MGPU_PREFAULT): whether
-and how each rank pre-faults its IMAGE pages while it decodes (NOTE [shm prefault] in shm_prefault.py).
+The request: wire/requests.py VaeDecode (built by nodes/vae_decode.py); pre-faulting of the IMAGE
+pages: NOTE [shm prefault] in strategies/shm_prefault.py.
 
 Video: strategies/vae_decode.py on the plan of strategies/vae_tiles.py; every rank decodes its tiles
 with ltx-core's VideoDecoder in the model's dtype. Audio: the last rank (round-robin leaves it the
@@ -24,16 +21,16 @@ import torch
 import torch.distributed as dist
 
 from ..engine.comfy.model import ComfyModel
-from ..engine.ltxcore import latents
 from ..engine.ltxcore.checkpoint import load_audio_decoder, load_video_decoder, load_vocoder
 from ..engine.ltxcore.model import LoadedModel
+from ..strategies import shm_prefault
 from ..strategies.decode_limits import check_decodable, check_tiles_decodable
 from ..strategies.vae_decode import TiledDecode
-from ..strategies.vae_tiles import TilePlan, TileSettings, make_plan
-from . import shm_prefault
+from ..strategies.vae_tiles import TilePlan, make_plan
+from ..wire.requests import VaeDecode
+from ..wire.vae_outputs import image_shape
 from .ops import InputRejected, op
 from .ops_sampling import loaded_model
-from .vae_outputs import image_shape
 
 VIDEO_DECODER_KEY = "video_decoder"
 AUDIO_DECODER_KEY = "audio_decoder"
@@ -59,27 +56,17 @@ def audio_modules(model: LoadedModel, device: torch.device) -> tuple[torch.nn.Mo
     return model.extras[AUDIO_DECODER_KEY], model.extras[VOCODER_KEY]
 
 
-def validate(args: dict, world_size: int) -> TilePlan:
-    """Everything a user can get wrong, alike on every rank, before any collective."""
-    video, audio = args["video"], args.get("audio")
+def validate(request: VaeDecode, world_size: int) -> TilePlan:
+    """The tile plan for this group, alike on every rank before any collective (the request checked
+    the latents)."""
+    video, audio = request.video, request.audio
     try:
-        latents.check_video_latent(video)
         check_decodable(tuple(video.shape))
-        if audio is not None:
-            latents.check_audio_latent(audio)
-            if audio.shape[0] != video.shape[0]:
-                raise ValueError(
-                    f"the audio latent has batch {audio.shape[0]} but the video latent {video.shape[0]}; "
-                    "decode latents that were made together (LTXVConcatAVLatent)"
-                )
-        for name, tensor in (("video", video), ("audio", audio)):
-            if tensor is not None and not torch.isfinite(tensor).all():
-                raise ValueError(f"the {name} latent holds NaN or infinite values; re-create it upstream")
-        plan = make_plan(tuple(video.shape[2:]), TileSettings(**args["tiles"]), world_size)
+        plan = make_plan(tuple(video.shape[2:]), request.tiles, world_size)
         check_tiles_decodable(plan)  # ltx-core's tiles; the comfy backend tiles as VAEDecodeTiled does
     except ValueError as exc:
         raise InputRejected(str(exc)) from exc
-    out_image, out_audio = args["out_image"], args.get("out_audio")
+    out_image, out_audio = request.out_image, request.out_audio
     assert tuple(out_image.shape) == image_shape(tuple(video.shape)), "IMAGE slot of the wrong shape"
     assert out_image.dtype == torch.float32, "IMAGE slot must be float32"
     assert (out_audio is None) == (audio is None), "an audio slot goes with an audio latent"
@@ -166,22 +153,22 @@ def _decode_audio(
     return int(waveform.shape[1]), int(waveform.shape[-1]), int(vocoder.output_sampling_rate)
 
 
-@op("vae_decode")
-def vae_decode(job, args: dict) -> dict:
+@op(VaeDecode)
+def vae_decode(job, request: VaeDecode) -> dict:
     rt = job.runtime
     comfy_model = rt.state.get("model")
     if isinstance(comfy_model, ComfyModel):  # before loaded_model, which accepts ltx-core's only
         from .comfy_vae import vae_decode_comfy  # imports ComfyUI's VAE code: only on the comfy backend
 
-        return vae_decode_comfy(job, comfy_model, args)
+        return vae_decode_comfy(job, comfy_model, request.to_wire())
     model = loaded_model(job)
-    plan = validate(args, job.world_size)
+    plan = validate(request, job.world_size)
     try:
-        prefault = shm_prefault.prefault_setting(args.get("prefault"))
+        prefault = shm_prefault.prefault_setting(request.prefault)
     except ValueError as exc:
         raise InputRejected(str(exc)) from exc
     memory = PeakMemory(rt.device)
-    audio, out_audio = args.get("audio"), args.get("out_audio")
+    audio, out_audio = request.audio, request.out_audio
     audio_rank = job.world_size - 1
     error = None
     try:
@@ -215,7 +202,7 @@ def vae_decode(job, args: dict) -> dict:
         plan, job.rank, rt.device, model.dtype, comm_on_device=rt.backend == "nccl", prefault=prefault
     )
     with torch.inference_mode():
-        stats = runner.run(args["video"], args["out_image"], decode, on_round)
+        stats = runner.run(request.video, request.out_image, decode, on_round)
     total_s = time.perf_counter() - start
     sample_rate = check_audio_shape(job, audio_result, out_audio, audio_rank) if audio is not None else None
     return {
@@ -243,7 +230,7 @@ def check_audio_shape(
     if (channels, samples) != tuple(out.shape[1:]):
         raise RuntimeError(
             f"{maker} made {channels} x {samples} samples but {out.shape[1]} x {out.shape[2]} were "
-            "allocated from the checkpoint's config (workers/rank/vae_outputs.py); report this with the "
+            "allocated from the checkpoint's config (workers/wire/vae_outputs.py); report this with the "
             "checkpoint's 'audio_vae' and 'vocoder' config"
         )
     return rate

@@ -1,9 +1,7 @@
 """The "vae_encode" command: IMAGE frames -> the normalised video latent, over the whole group.
 
-Args (client side: nodes/vae_encode.py): "pixels" [frames, H, W, 3] float, values as ComfyUI's IMAGE
-(0..1), frames = 8k + 1 and H, W multiples of 32 (the node crops as native VAEEncode does);
-"temporal_frames" (0: auto, or frames per chunk); "out_latent" the LATENT slot [1, 128, k + 1, H/32,
-W/32] float32 that ranks write their slabs into.
+The request: wire/requests.py VaeEncode (built by nodes/vae_encode.py, which crops as native
+VAEEncode does); ranks write their slabs into its LATENT slot.
 
 Every rank loads ltx-core's VideoEncoder (bfloat16, or float32 with a float32 model: `encoder_dtype`;
 kept in the loaded model's `extras`) and encodes its slab chunk by chunk (strategies/vae_encode_plan.py,
@@ -25,25 +23,13 @@ from ..engine.ltxcore.checkpoint import load_video_encoder
 from ..engine.ltxcore.model import LoadedModel
 from ..strategies.vae_encode import HaloExchange, SlabEncoder, unsupported_reason
 from ..strategies.vae_encode_plan import EncodePlan, make_plan
-from ..strategies.vae_tiles import FRAMES_PER_CELL, PIXELS_PER_CELL
+from ..wire.requests import VaeEncode
+from ..wire.vae_outputs import encoded_latent_shape as latent_shape
 from .ops import InputRejected, op
 from .ops_sampling import loaded_model
 from .ops_vae import PeakMemory, agree_on_error
 
 VIDEO_ENCODER_KEY = "video_encoder"
-LATENT_CHANNELS = 128
-
-
-def latent_shape(pixels_shape: tuple[int, ...]) -> tuple[int, int, int, int, int]:
-    """The latent [1, 128, F, h, w] of IMAGE frames [frames, H, W, C] (frames = 8(F-1)+1, H = 32h)."""
-    frames, height, width = pixels_shape[:3]
-    return (
-        1,
-        LATENT_CHANNELS,
-        (frames - 1) // FRAMES_PER_CELL + 1,
-        height // PIXELS_PER_CELL,
-        width // PIXELS_PER_CELL,
-    )
 
 
 def encoder_dtype(model_dtype: torch.dtype) -> torch.dtype:
@@ -58,26 +44,12 @@ def video_encoder(model: LoadedModel, device: torch.device) -> torch.nn.Module:
     return model.extras[VIDEO_ENCODER_KEY]
 
 
-def validate(args: dict, world_size: int) -> EncodePlan:
-    """What the node already checked, checked again alike on every rank before any collective."""
-    pixels, out = args["pixels"], args["out_latent"]
-    frames, height, width, channels = pixels.shape if pixels.dim() == 4 else (0, 0, 0, 0)
-    if (
-        channels != 3
-        or (frames - 1) % FRAMES_PER_CELL
-        or height % PIXELS_PER_CELL
-        or width % PIXELS_PER_CELL
-        or min(height, width) == 0
-    ):
-        raise InputRejected(
-            f"pixels of shape {tuple(pixels.shape)}: the encode needs [8k + 1 frames, H, W, 3] with H and W "
-            f"multiples of {PIXELS_PER_CELL}; connect the IMAGE to Distributed VAE Encode, which crops it "
-            "as VAEEncode does"
-        )
-    if not pixels.is_floating_point():
-        raise InputRejected(f"pixels of dtype {pixels.dtype}: IMAGE values are floats in 0..1")
+def validate(request: VaeEncode, world_size: int) -> EncodePlan:
+    """The band plan for this group, alike on every rank before any collective (the request checked
+    the pixels)."""
+    pixels, out = request.pixels, request.out_latent
     try:
-        plan = make_plan(latent_shape(tuple(pixels.shape))[2:], world_size, int(args["temporal_frames"]))
+        plan = make_plan(latent_shape(tuple(pixels.shape))[2:], world_size, request.temporal_frames)
     except ValueError as exc:
         raise InputRejected(str(exc)) from exc
     assert tuple(out.shape) == latent_shape(tuple(pixels.shape)), "LATENT slot of the wrong shape"
@@ -96,16 +68,16 @@ def slab_input(
     return (piece * 2.0 - 1.0).to(dtype).permute(3, 0, 1, 2).unsqueeze(0).contiguous()
 
 
-@op("vae_encode")
-def vae_encode(job, args: dict) -> dict:
+@op(VaeEncode)
+def vae_encode(job, request: VaeEncode) -> dict:
     rt = job.runtime
     comfy_model = rt.state.get("model")
     if isinstance(comfy_model, ComfyModel):  # before loaded_model, which accepts ltx-core's only
         from .comfy_vae import vae_encode_comfy  # imports ComfyUI's VAE code: only on the comfy backend
 
-        return vae_encode_comfy(job, comfy_model, args)
+        return vae_encode_comfy(job, comfy_model, request.to_wire())
     model = loaded_model(job)
-    plan = validate(args, job.world_size)
+    plan = validate(request, job.world_size)
     memory = PeakMemory(rt.device)
     error = None
     try:
@@ -121,7 +93,7 @@ def vae_encode(job, args: dict) -> dict:
     active = plan.is_active(job.rank)
     exchange = HaloExchange(plan, job.rank, comm_on_device=rt.backend == "nccl") if active else None
     runner = SlabEncoder(encoder, exchange, streaming=len(plan.chunks) > 1) if exchange is not None else None
-    pixels, out = args["pixels"], args["out_latent"]
+    pixels, out = request.pixels, request.out_latent
     encode_s = write_s = 0.0
     job.check_cancel()
     start = time.perf_counter()

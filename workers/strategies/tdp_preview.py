@@ -23,22 +23,26 @@ costs one tile per GPU at best. First frames run the usual tiled stage on fewer 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 
-from ..engine.ltxcore import sampling
+from ..wire.constants import VIDEO_FRAMES_PER_CELL
+from ..wire.requests import (
+    PREVIEW_BOTH,
+    PREVIEW_CENTRE_TILE,
+    PREVIEW_FIRST_FRAMES,
+    PREVIEW_OFF,
+    check_preview_mode,
+)
 from .tiled import Tile, TileGrid
 
-OFF = "off"
-CENTRE_TILE = "centre tile"
-FIRST_FRAMES = "first frames"
-BOTH = "centre tile, first frames"
-PREVIEW_MODES = (OFF, CENTRE_TILE, FIRST_FRAMES, BOTH)
-# Pixel frames of a "first frames" preview: one second at 24 fps (4 latent frames), enough to judge
-# motion; 8k + 1 as LTX-2 counts frames (EmptyLTXVLatentVideo's length).
-DEFAULT_PREVIEW_FRAMES = 25
-FRAMES_PER_LATENT_FRAME = 8  # LTX-2's VAE (Lightricks' LTX-2 release notes)
+# The sampler's model call (engine/ltxcore/sampling.py Denoiser): latents, sigma, masks -> denoised.
+Denoiser = Callable[[list[torch.Tensor], float, list[torch.Tensor | None]], list[torch.Tensor]]
+
+OFF, CENTRE_TILE, FIRST_FRAMES, BOTH = PREVIEW_OFF, PREVIEW_CENTRE_TILE, PREVIEW_FIRST_FRAMES, PREVIEW_BOTH
+FRAMES_PER_LATENT_FRAME = VIDEO_FRAMES_PER_CELL
 
 
 @dataclass(frozen=True)
@@ -73,11 +77,7 @@ class PreviewRegion:
         return x if self.tile is None else self.tile.cut(x)
 
 
-def check_mode(mode: str) -> None:
-    if mode not in PREVIEW_MODES:
-        raise ValueError(
-            f"preview {mode!r} is not one of {', '.join(repr(m) for m in PREVIEW_MODES)}; pick one of them"
-        )
+check_mode = check_preview_mode
 
 
 def preview_region(
@@ -115,7 +115,7 @@ class RegionDenoiser:
     state; `inner`, built for the region's shape, denoises the region; every other cell is returned
     as it came in (its denoised value is never output). Collective when `inner` is."""
 
-    def __init__(self, inner: sampling.Denoiser, region: PreviewRegion) -> None:
+    def __init__(self, inner: Denoiser, region: PreviewRegion) -> None:
         self.inner = inner
         self.region = region
 

@@ -25,6 +25,8 @@ from typing import Any
 
 import torch
 
+from ..wire.constants import VIDEO_PIXELS_PER_CELL
+
 # 1-D weights are multiples of 2**-12: two tiled axes -> products on a 2**-24 grid, exact in float32
 # (24-bit significand). The ramp shape moves by at most 2**-13, far below anything visible.
 WEIGHT_BITS = 12
@@ -39,7 +41,7 @@ AUTO = 0
 # spread evenly over 1, 2 or 4 GPUs.
 AUTO_TILE_CELLS = 24
 # LTX-2's VAE: one latent cell is 32 x 32 pixels (for messages only).
-PIXELS_PER_CELL = 32
+PIXELS_PER_CELL = VIDEO_PIXELS_PER_CELL
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ Collective: every rank calls `TiledDecode.run` with the same plan, in the same j
      IMAGE values and writes them. Every output value is written once, by one rank.
 IMAGE values are ComfyUI's: ((x + 1) / 2) clamped to [0, 1], float32, [B * frames, H, W, 3].
 Hand-back speed: with `prefault`, a thread populates the pages of the bytes this rank will write, in
-the order it writes them, while the first tiles decode (NOTE [shm prefault] in workers/rank/shm_prefault.py); from
+the order it writes them, while the first tiles decode (NOTE [shm prefault] in workers/strategies/shm_prefault.py); from
 a GPU, values go through one reused pinned buffer (STAGING_BYTES), not fresh pageable memory.
 """
 
@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass
 import torch
 import torch.distributed as dist
 
-from ..rank import shm_prefault
+from . import shm_prefault
 from .vae_tiles import Region, TilePlan
 
 # decode(latent tile [B, C, f, h, w] on the device in the decoder's dtype, tile index) -> pixels

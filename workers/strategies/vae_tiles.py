@@ -31,15 +31,10 @@ import math
 from dataclasses import dataclass
 
 import torch
-from ltx_core.model.video_vae.video_vae import (
-    map_spatial_interval_to_pixel,
-    map_temporal_interval_to_frame,
-    split_temporal_latents,
-    split_with_symmetric_overlaps,
-)
-from ltx_core.types import VIDEO_SCALE_FACTORS
 
-AUTO = 0
+from ..wire.constants import VIDEO_FRAMES_PER_CELL, VIDEO_PIXELS_PER_CELL
+from ..wire.requests import AUTO, TileSettings
+
 # Auto tiles are at most 16 latent cells (512 px) a side: ComfyUI's VAEDecodeTiled default tile
 # (the LTX-2 template uses 512, 64, 4096, 8) and ltx-core's TilingConfig.default(). It bounds a
 # worker's memory whatever the group size; more ranks make tiles smaller still.
@@ -47,60 +42,8 @@ MAX_AUTO_TILE_CELLS = 16
 # Auto tiles are at least 4 cells (128 px) a side: below that, the overlap a tile decodes twice
 # costs more than the parallelism gains.
 MIN_AUTO_TILE_CELLS = 4
-# Defaults of the node: 64 px spatial overlap (the template's VAEDecodeTiled and ltx-core's default),
-# 24-frame temporal overlap (ltx-core's TemporalTilingConfig default).
-DEFAULT_OVERLAP_PX = 64
-DEFAULT_TEMPORAL_OVERLAP_FRAMES = 24
-# ltx-core's limits on a TilingConfig (ltx_core/model/video_vae/tiling.py).
-MIN_TILE_PX = 64
-MIN_TEMPORAL_FRAMES = 16
-FRAMES_PER_CELL = VIDEO_SCALE_FACTORS.time  # 8
-PIXELS_PER_CELL = VIDEO_SCALE_FACTORS.height  # 32
-
-
-@dataclass(frozen=True)
-class TileSettings:
-    """Tiling as the user sets it, in ltx-core's TilingConfig units (pixels and frames).
-
-    tile_px: the long side of a spatial tile; the short side is scaled to the frame's aspect, as
-    ltx-core does. AUTO (0): chosen from the latent and the group size (`auto_spatial_splits`).
-    temporal_frames: frames per temporal chunk; AUTO (0): the whole clip in one chunk.
-    Overlaps are between neighbouring tiles / chunks.
-    """
-
-    tile_px: int = AUTO
-    overlap_px: int = DEFAULT_OVERLAP_PX
-    temporal_frames: int = AUTO
-    temporal_overlap_frames: int = DEFAULT_TEMPORAL_OVERLAP_FRAMES
-
-    def __post_init__(self) -> None:
-        if self.tile_px != AUTO and (self.tile_px < MIN_TILE_PX or self.tile_px % PIXELS_PER_CELL):
-            raise ValueError(
-                f"tile_size {self.tile_px} is not allowed: use 0 (auto) or a multiple of {PIXELS_PER_CELL} "
-                f"of at least {MIN_TILE_PX} pixels"
-            )
-        if self.overlap_px < 0 or self.overlap_px % PIXELS_PER_CELL:
-            raise ValueError(
-                f"overlap {self.overlap_px} must be a multiple of {PIXELS_PER_CELL} pixels (0 or more)"
-            )
-        if self.tile_px != AUTO and self.overlap_px >= self.tile_px:
-            raise ValueError(f"overlap {self.overlap_px} must be smaller than tile_size {self.tile_px}")
-        if self.temporal_frames != AUTO and (
-            self.temporal_frames < MIN_TEMPORAL_FRAMES or self.temporal_frames % FRAMES_PER_CELL
-        ):
-            raise ValueError(
-                f"temporal_size {self.temporal_frames} is not allowed: use 0 (the whole clip) or a multiple of "
-                f"{FRAMES_PER_CELL} of at least {MIN_TEMPORAL_FRAMES} frames"
-            )
-        if self.temporal_overlap_frames < 0 or self.temporal_overlap_frames % FRAMES_PER_CELL:
-            raise ValueError(
-                f"temporal_overlap {self.temporal_overlap_frames} must be a multiple of {FRAMES_PER_CELL} frames"
-            )
-        if self.temporal_frames != AUTO and self.temporal_overlap_frames >= self.temporal_frames:
-            raise ValueError(
-                f"temporal_overlap {self.temporal_overlap_frames} must be smaller than temporal_size "
-                f"{self.temporal_frames}"
-            )
+FRAMES_PER_CELL = VIDEO_FRAMES_PER_CELL
+PIXELS_PER_CELL = VIDEO_PIXELS_PER_CELL
 
 
 @dataclass(frozen=True)
@@ -154,6 +97,15 @@ def _spans(
     length: int, split: AxisSplit, temporal: bool
 ) -> list[tuple[tuple[int, int], tuple[int, int], torch.Tensor]]:
     """(latent span, pixel span, ltx-core mask) per tile along one axis."""
+    # ltx-core's own split and mapping functions, imported here so the UI side can import this
+    # module (TileSettings) without ltx-core.
+    from ltx_core.model.video_vae.video_vae import (
+        map_spatial_interval_to_pixel,
+        map_temporal_interval_to_frame,
+        split_temporal_latents,
+        split_with_symmetric_overlaps,
+    )
+
     splitter = split_temporal_latents if temporal else split_with_symmetric_overlaps
     mapper = map_temporal_interval_to_frame if temporal else map_spatial_interval_to_pixel
     scale = FRAMES_PER_CELL if temporal else PIXELS_PER_CELL

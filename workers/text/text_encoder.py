@@ -34,12 +34,11 @@ import torch
 import torch.nn.functional as F
 from safetensors import safe_open
 
-from ..embedded.tiny_gemma import make_tiny_gemma
-from ..engine.ltxcore.checkpoint import read_safetensors_header
-from ..engine.ltxcore.quantized import NVFP4, QuantizedLinear, QuantSpec, find_quantized, logical_shape
+from ..wire.model_files import read_safetensors_header
 from .gemma3 import GemmaConfig, GemmaSegment, default_sliding_layers
+from .quantized import NVFP4, QuantizedLinear, QuantSpec, find_quantized, logical_shape
 
-__all__ = ["GemmaFiles", "feature_dtype", "load_segment", "make_tiny_gemma", "open_gemma", "text_features"]
+__all__ = ["GemmaFiles", "feature_dtype", "load_segment", "open_gemma", "text_features"]
 
 # Where the language model sits in the known layouts (ComfyUI / text-only HF; HF multimodal old / new).
 MODEL_PREFIXES = ("model.", "language_model.model.", "model.language_model.", "")

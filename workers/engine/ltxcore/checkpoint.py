@@ -19,12 +19,10 @@ upsampler is a file of its own with its config flat in the metadata.
 
 from __future__ import annotations
 
-import json
-import struct
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import torch
 from ltx_core.loader import ModuleOps, SDOps, SingleGPUModelBuilder
@@ -40,7 +38,6 @@ from ltx_core.model.audio_vae import (
     VocoderConfigurator,
     VocoderWithBWE,
 )
-from ltx_core.model.audio_vae.audio_vae import LATENT_DOWNSAMPLE_FACTOR
 from ltx_core.model.transformer import LTXV_MODEL_COMFY_RENAMING_MAP, LTXModel, LTXModelConfigurator
 from ltx_core.model.upsampler import LatentUpsampler, LatentUpsamplerConfigurator
 from ltx_core.model.video_vae import (
@@ -52,7 +49,8 @@ from ltx_core.model.video_vae import (
     VideoEncoderConfigurator,
 )
 
-from .fp8 import with_scaled_fp8
+from ...wire.model_files import SafetensorsHeader, config_from_header, read_safetensors_header
+from .fp8 import folding_sd_ops, scaled_fp8_layout
 
 if TYPE_CHECKING:
     from ltx_core.text_encoders.gemma import EmbeddingsProcessor
@@ -60,8 +58,6 @@ if TYPE_CHECKING:
 PathLike = str | Path
 DeviceLike = torch.device | str
 
-# safetensors' own reader refuses headers above 100 MB (safetensors/src/tensor.rs MAX_HEADER_SIZE).
-SAFETENSORS_MAX_HEADER_BYTES = 100_000_000
 # How many offending keys an error message lists before it says "and N more".
 MAX_KEYS_IN_MESSAGE = 8
 # Per-channel statistics that LTX VAE files may carry beside mean-of-means / std-of-means
@@ -78,192 +74,6 @@ _TRANSFORMER_IGNORED_PREFIXES = (
 )
 # Where each component's weights live in a full checkpoint.
 TEXT_PROJECTION_PREFIX = "text_embedding_projection."
-
-
-@dataclass(frozen=True)
-class SafetensorsHeader:
-    """What a safetensors file declares, read from its JSON header without reading tensor data.
-
-    shapes: file key -> tensor shape. dtypes: file key -> safetensors dtype name ("BF16", "F32").
-    metadata: the string-to-string `__metadata__` map (empty when the file has none).
-    """
-
-    path: Path
-    shapes: Mapping[str, tuple[int, ...]]
-    dtypes: Mapping[str, str]
-    metadata: Mapping[str, str]
-
-
-def read_safetensors_header(path: PathLike) -> SafetensorsHeader:
-    """Parse the header of `path`, proving it is a safetensors file. Never unpickles anything.
-
-    Raises ValueError naming the file when it is missing, a pickle / torch.save archive, or
-    otherwise not safetensors.
-    """
-    path = Path(path)
-    if not path.is_file():
-        raise ValueError(f"checkpoint {path} does not exist or is not a file")
-    size_bytes = path.stat().st_size
-    with path.open("rb") as f:
-        prefix = f.read(8)
-        (header_bytes,) = struct.unpack("<Q", prefix) if len(prefix) == 8 else (0,)
-        fits = header_bytes <= min(SAFETENSORS_MAX_HEADER_BYTES, size_bytes - 8)
-        raw_header = f.read(header_bytes) if fits else b""
-    # The magic bytes of pickle (0x80) and zip (PK) are also valid low bytes of a safetensors header
-    # length (a 0x..80-byte header): only a file with no JSON header after them is a pickle.
-    if not raw_header.startswith(b"{") and (prefix[:1] == b"\x80" or prefix[:2] == b"PK"):
-        raise ValueError(
-            f"{path} is a pickle / torch.save checkpoint; only .safetensors files are loaded "
-            "(pickle can run code). Convert it with safetensors.torch.save_file."
-        )
-    if len(prefix) < 8:
-        raise ValueError(f"{path} is not a safetensors file: {size_bytes} bytes is too short for a header")
-    if not fits:
-        raise ValueError(
-            f"{path} is not a safetensors file: the first 8 bytes announce a {header_bytes}-byte header "
-            f"in a {size_bytes}-byte file"
-        )
-    try:
-        header = json.loads(raw_header)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ValueError(f"{path} is not a safetensors file: its header is not JSON ({exc})") from exc
-    if not isinstance(header, dict):
-        raise ValueError(f"{path} is not a safetensors file: its header is not a JSON object")
-    metadata = header.pop("__metadata__", None) or {}
-    shapes: dict[str, tuple[int, ...]] = {}
-    dtypes: dict[str, str] = {}
-    data_end = 0
-    for key, entry in header.items():
-        if not isinstance(entry, dict) or "shape" not in entry or "dtype" not in entry:
-            raise ValueError(f"{path} is not a safetensors file: header entry {key!r} has no shape/dtype")
-        shapes[key] = tuple(int(d) for d in entry["shape"])
-        dtypes[key] = str(entry["dtype"])
-        data_end = max([data_end, *(int(o) for o in entry.get("data_offsets", ()))])
-    _check_complete(path, size_bytes, 8 + header_bytes + data_end)
-    return SafetensorsHeader(path=path, shapes=shapes, dtypes=dtypes, metadata=dict(metadata))
-
-
-def _check_complete(path: Path, size_bytes: int, declared_bytes: int) -> None:
-    """A file shorter than its header declares is a download or copy cut short; safetensors itself
-    would only say "incomplete metadata, file not fully covered", without the file's name."""
-    if size_bytes < declared_bytes:
-        raise ValueError(
-            f"{path} is incomplete: its header describes {declared_bytes:,} bytes but the file has "
-            f"{size_bytes:,} ({declared_bytes - size_bytes:,} missing). The download or copy was cut short; "
-            "download the file again (or wait until the copy finishes)."
-        )
-
-
-def read_checkpoint_config(path: PathLike) -> dict[str, Any]:
-    """The JSON config a checkpoint carries in its safetensors metadata under "config".
-
-    Full checkpoints have sections "transformer", "vae", "audio_vae", "vocoder"; upsampler files
-    have their keys at the top level. Raises ValueError when the file has no parsable config.
-    """
-    header = read_safetensors_header(path)
-    return _config_from_header(header)
-
-
-def _config_from_header(header: SafetensorsHeader) -> dict[str, Any]:
-    raw = header.metadata.get("config")
-    if raw is None:
-        raise ValueError(
-            f"{header.path} has no 'config' in its safetensors metadata; LTX-2 checkpoints carry their "
-            "architecture there (re-download the file or write the config with make_tiny)"
-        )
-    try:
-        config = json.loads(raw)
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{header.path}: metadata 'config' is not valid JSON ({exc})") from exc
-    if not isinstance(config, dict):
-        raise ValueError(f"{header.path}: metadata 'config' is a {type(config).__name__}, expected an object")
-    return config
-
-
-@dataclass(frozen=True)
-class ModelDescription:
-    """The key numbers of a full checkpoint, resolved with ltx-core's defaults for absent keys.
-
-    Inner dims are heads x head_dim. Latent shapes: video [B, video_latent_channels, F', H', W'] with
-    F' = (frames - 1) // temporal_compression + 1, H' = H // spatial_compression; audio
-    [B, audio_latent_channels, T, audio_latent_mel_bins] at audio_latent_rate_hz latent frames per second.
-    """
-
-    num_layers: int
-    video_num_heads: int
-    video_head_dim: int
-    audio_num_heads: int
-    audio_head_dim: int
-    cross_attention_dim: int
-    audio_cross_attention_dim: int
-    caption_channels: int
-    rope_type: str
-    video_in_channels: int
-    audio_in_channels: int
-    video_latent_channels: int
-    spatial_compression: int
-    temporal_compression: int
-    audio_latent_channels: int
-    audio_latent_mel_bins: int
-    audio_sample_rate_hz: int
-    audio_hop_length: int
-    audio_latent_rate_hz: float
-
-    @property
-    def video_inner_dim(self) -> int:
-        return self.video_num_heads * self.video_head_dim
-
-    @property
-    def audio_inner_dim(self) -> int:
-        return self.audio_num_heads * self.audio_head_dim
-
-
-# ltx-core's VideoDecoder block names and the (t, h, w) upsampling each applies.
-_DECODER_BLOCK_STRIDES = {"compress_all": (2, 2, 2), "compress_space": (1, 2, 2), "compress_time": (2, 1, 1)}
-
-
-def describe_config(config: Mapping[str, Any]) -> ModelDescription:
-    """Resolve a full checkpoint config to its key numbers (defaults as ltx-core 1.0.0 applies them)."""
-    tr = config.get("transformer", {})
-    vae = config.get("vae", {})
-    audio_vae = config.get("audio_vae", {})
-    params = audio_vae.get("model", {}).get("params", {})
-    ddconfig = params.get("ddconfig", {})
-    stft = audio_vae.get("preprocessing", {}).get("stft", {})
-    mel = audio_vae.get("preprocessing", {}).get("mel", {})
-    time_stride, space_stride = 1, 1
-    for block_name, _ in vae.get("decoder_blocks", []):
-        t, h, _w = _DECODER_BLOCK_STRIDES.get(block_name, (1, 1, 1))
-        time_stride, space_stride = time_stride * t, space_stride * h
-    mel_bins = ddconfig.get("mel_bins") or mel.get("n_mel_channels") or 64
-    sample_rate = int(params.get("sampling_rate", 16000))
-    hop_length = int(stft.get("hop_length", 160))
-    return ModelDescription(
-        num_layers=tr.get("num_layers", 48),
-        video_num_heads=tr.get("num_attention_heads", 32),
-        video_head_dim=tr.get("attention_head_dim", 128),
-        audio_num_heads=tr.get("audio_num_attention_heads", 32),
-        audio_head_dim=tr.get("audio_attention_head_dim", 64),
-        cross_attention_dim=tr.get("cross_attention_dim", 4096),
-        audio_cross_attention_dim=tr.get("audio_cross_attention_dim", 2048),
-        caption_channels=tr.get("caption_channels", 3840),
-        rope_type=tr.get("rope_type", "interleaved"),
-        video_in_channels=tr.get("in_channels", 128),
-        audio_in_channels=tr.get("audio_in_channels", 128),
-        video_latent_channels=vae.get("latent_channels", 128),
-        spatial_compression=vae.get("patch_size", 4) * space_stride,
-        temporal_compression=time_stride,
-        audio_latent_channels=ddconfig.get("z_channels", 8),
-        audio_latent_mel_bins=mel_bins // 2 ** (len(ddconfig.get("ch_mult", (1, 2, 4))) - 1),
-        audio_sample_rate_hz=sample_rate,
-        audio_hop_length=hop_length,
-        audio_latent_rate_hz=sample_rate / hop_length / LATENT_DOWNSAMPLE_FACTOR,
-    )
-
-
-def describe_checkpoint(path: PathLike) -> ModelDescription:
-    """`describe_config` of the config stored in `path`'s metadata."""
-    return describe_config(read_checkpoint_config(path))
 
 
 @dataclass(frozen=True)
@@ -320,6 +130,16 @@ def embeddings_processor_spec() -> ComponentSpec:
         "embeddings processor", EmbeddingsProcessorConfigurator, EMBEDDINGS_PROCESSOR_KEY_OPS, "transformer",
         "model.diffusion_model.*_embeddings_connector. and text_embedding_projection.",
     )  # fmt: skip
+
+
+def with_scaled_fp8(
+    spec: ComponentSpec, header: SafetensorsHeader, dtype: torch.dtype | None
+) -> ComponentSpec:
+    """`spec` as it must load this file: unchanged unless the file holds scaled fp8 weights."""
+    layout = scaled_fp8_layout(header)
+    if layout is None or spec.sd_ops is None:
+        return spec
+    return replace(spec, sd_ops=folding_sd_ops(spec.sd_ops, header, layout, dtype))
 
 
 def feature_extractor_resize_op(shapes: Mapping[str, tuple[int, ...]]) -> ModuleOps:
@@ -409,7 +229,7 @@ def _build(
     module_ops: Callable[[SafetensorsHeader], tuple[ModuleOps, ...]] | None = None,
 ) -> torch.nn.Module:
     header = read_safetensors_header(path)
-    config = _config_from_header(header)
+    config = config_from_header(header)
     spec = with_scaled_fp8(spec, header, dtype)  # fp8 files (ltx-2-19b-dev-fp8): scales folded on load
     if spec.config_section is not None and not isinstance(config.get(spec.config_section), dict):
         raise ValueError(

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .checkpoint import ModelDescription
+from ...wire.model_files import ModelDescription
 
 # The connectors see at least this many tokens: the prompt, then learned registers (Gemma's max
 # prompt length in LTX-2; ComfyUI's text path pads to it).

@@ -22,21 +22,15 @@ level of that rounding.
 
 from __future__ import annotations
 
-import json
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from pathlib import Path
-from typing import TYPE_CHECKING
 
 import torch
 from ltx_core.loader import SDOps
 from ltx_core.loader.sd_ops import ContentMatching, KeyValueOperationResult, SDKeyValueOperation
 from safetensors import safe_open
-from safetensors.torch import save_file
 
-if TYPE_CHECKING:
-    from .checkpoint import ComponentSpec, SafetensorsHeader
+from ...wire.model_files import SafetensorsHeader
 
 # safetensors dtype names of the fp8 formats torch can upcast.
 FP8_FILE_DTYPES = {"F8_E4M3": torch.float8_e4m3fn, "F8_E5M2": torch.float8_e5m2}
@@ -137,51 +131,6 @@ def folding_sd_ops(
     return replace(base, name=f"{base.name}+fold_scaled_fp8", mapping=(first, *base.mapping))
 
 
-def with_scaled_fp8(
-    spec: ComponentSpec, header: SafetensorsHeader, dtype: torch.dtype | None
-) -> ComponentSpec:
-    """`spec` as it must load this file: unchanged unless the file holds scaled fp8 weights."""
-    layout = scaled_fp8_layout(header)
-    if layout is None or spec.sd_ops is None:
-        return spec
-    return replace(spec, sd_ops=folding_sd_ops(spec.sd_ops, header, layout, dtype))
-
-
-def make_tiny_fp8(
-    checkpoint: Path | str, out_path: Path | str, excluded_blocks: tuple[int, ...] = (0,)
-) -> Path:
-    """Write an fp8 variant of `checkpoint` in the released fp8 layout: the block Linears that Lightricks
-    quantize become float8_e4m3fn with a float32 `.weight_scale` (amax / 448, ltx-core's
-    quantize_weight_to_fp8_per_tensor) and a `.input_scale` of 1.0; blocks in `excluded_blocks` and
-    every other tensor stay as stored. (The 19B files exclude blocks 0 and 43-47; the 2-block tiny
-    model keeps block 0 so both kinds of block are exercised.) The metadata keeps "config" and adds
-    ComfyUI's `_quantization_metadata`, so native ComfyUI treats the layers as fp8 too."""
-    from .checkpoint import read_safetensors_header
-
-    header = read_safetensors_header(checkpoint)
-    out_path = Path(out_path)
-    tensors: dict[str, torch.Tensor] = {}
-    layers: dict[str, dict[str, str]] = {}
-    with safe_open(str(checkpoint), framework="pt", device="cpu") as f:
-        for key in f.keys():
-            value = f.get_tensor(key)
-            if _is_quantized_in_release(key, excluded_blocks):
-                q, scale = _quantize_per_tensor(value)
-                layer = key[: -len(".weight")]
-                tensors[key] = q
-                tensors[f"{layer}.weight_scale"] = scale
-                tensors[f"{layer}.input_scale"] = torch.tensor(1.0, dtype=torch.float32)
-                layers[layer] = {"format": "float8_e4m3fn"}
-            else:
-                tensors[key] = value
-    metadata = dict(header.metadata)
-    metadata["_quantization_metadata"] = json.dumps({"format_version": "1.0", "layers": layers})
-    tmp = out_path.with_name(f".{out_path.name}.{os.getpid()}.tmp")
-    save_file(tensors, str(tmp), metadata=metadata)
-    os.replace(tmp, out_path)
-    return out_path
-
-
 def block_index(key: str) -> int | None:
     """The transformer block a checkpoint key belongs to, or None outside the blocks."""
     if not key.startswith(BLOCK_PREFIX):
@@ -189,14 +138,14 @@ def block_index(key: str) -> int | None:
     return int(key[len(BLOCK_PREFIX) :].split(".", 1)[0])
 
 
-def _is_quantized_in_release(key: str, excluded_blocks: tuple[int, ...]) -> bool:
+def is_quantized_in_release(key: str, excluded_blocks: tuple[int, ...]) -> bool:
     if not key.endswith(QUANTIZED_LINEAR_SUFFIXES):
         return False
     block = block_index(key)
     return block is not None and block not in excluded_blocks
 
 
-def _quantize_per_tensor(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def quantize_per_tensor(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     w = weight.to(torch.float32)
     # An all-zero weight (a zero-initialised layer) keeps a finite scale and stays zero, not NaN.
     scale = FP8_E4M3_MAX / w.abs().amax().clamp(min=AMAX_FLOOR)

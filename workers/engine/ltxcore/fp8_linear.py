@@ -40,14 +40,15 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from ...wire.checks import FP8_MATMUL_DTYPE, check_fp8_dtype
 from .fp8 import (
     AMAX_FLOOR,
     BLOCK_PREFIX,
     FP8_E4M3_MAX,
-    _is_quantized_in_release,
-    _quantize_per_tensor,
     block_index,
     dequantize,
+    is_quantized_in_release,
+    quantize_per_tensor,
     scaled_fp8_layout,
 )
 
@@ -59,7 +60,7 @@ MIN_CAPABILITY = (8, 9)
 # cuBLASLt's fp8 GEMM needs the reduction and output dims in multiples of 16 (torch._scaled_mm checks).
 DIM_MULTIPLE = 16
 # Rowwise scaling in torch._scaled_mm writes bf16 only (torch 2.14's meta checks / CUTLASS kernel).
-ROWWISE_OUT_DTYPE = torch.bfloat16
+ROWWISE_OUT_DTYPE = FP8_MATMUL_DTYPE
 # The transformer's Linears sit under this prefix in a checkpoint (TRANSFORMER's SDOps strip it).
 CHECKPOINT_PREFIX = BLOCK_PREFIX.removesuffix("transformer_blocks.")
 # Blocks the released 19B fp8 files keep in bf16: block 0 and the last RELEASED_LAST_EXCLUDED.
@@ -93,7 +94,7 @@ class Fp8Selection:
 
     def includes(self, module_name: str) -> bool:
         """`module_name`: a Linear's name in LTXModel ("transformer_blocks.3.attn1.to_q")."""
-        return _is_quantized_in_release(f"{CHECKPOINT_PREFIX}{module_name}.weight", self.excluded_blocks)
+        return is_quantized_in_release(f"{CHECKPOINT_PREFIX}{module_name}.weight", self.excluded_blocks)
 
 
 @dataclass(frozen=True)
@@ -137,13 +138,13 @@ class Fp8Linear(nn.Module):
             raise ValueError(
                 f"weight of shape {list(weight.shape)} for an Fp8Linear of {list(self.weight.shape)}"
             )
-        q, scale = _quantize_per_tensor(weight.to(self.weight.device))
+        q, scale = quantize_per_tensor(weight.to(self.weight.device))
         self.weight.copy_(q)
         self.weight_scale.copy_(scale)
 
     def holds(self, weight: torch.Tensor) -> bool:
         """Whether set_weight(weight) would store exactly what the buffers hold."""
-        q, scale = _quantize_per_tensor(weight.to(self.weight.device))
+        q, scale = quantize_per_tensor(weight.to(self.weight.device))
         return torch.equal(q.view(torch.uint8), self.weight.view(torch.uint8)) and torch.equal(
             scale, self.weight_scale
         )
@@ -186,11 +187,7 @@ def check_fp8_matmul(dtype: torch.dtype, device: torch.device | None = None) -> 
     """Raises ValueError, saying what to change, where fp8_matmul cannot run: a compute dtype other
     than bf16 (rowwise scaled_mm writes bf16), or a GPU without fp8 tensor cores (`device`, when
     given; CPU runs the float32 emulation, for tests)."""
-    if dtype != ROWWISE_OUT_DTYPE:
-        raise ValueError(
-            f"fp8_matmul computes in bfloat16 (weight_dtype is {str(dtype).removeprefix('torch.')}); "
-            "set weight_dtype to bfloat16 or turn fp8_matmul off"
-        )
+    check_fp8_dtype(dtype)
     if device is not None and torch.device(device).type == "cuda":
         path = matmul_path(device)
         if path.name != SCALED_MM:

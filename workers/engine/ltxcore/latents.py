@@ -18,10 +18,14 @@ import torch
 from ltx_core.components.patchifiers import AudioPatchifier, VideoLatentPatchifier
 from ltx_core.types import AudioLatentShape, SpatioTemporalScaleFactors, VideoLatentShape
 
-VIDEO_LATENT_CHANNELS = 128
-AUDIO_LATENT_CHANNELS = 8
-AUDIO_MEL_BINS = 16
-# VAE compression of LTX-2: 8 frames and 32x32 pixels per latent cell (the LTX-2 VAE and patchifier).
+from ...wire.constants import (
+    AUDIO_HOP_LENGTH,
+    AUDIO_LATENT_DOWNSAMPLE,
+    AUDIO_SAMPLE_RATE_HZ,
+    VIDEO_LATENT_CHANNELS,
+)
+
+# VAE compression of LTX-2: 8 frames and 32x32 pixels per latent cell (wire/constants.py).
 VIDEO_SCALE = SpatioTemporalScaleFactors.default()
 
 
@@ -30,9 +34,9 @@ class AudioTiming:
     """How audio latent frames map to seconds: 16 kHz, hop 160, 4 mel frames per latent frame
     -> 25 latent frames per second. Values from the checkpoint's audio VAE config win."""
 
-    sample_rate: int = 16000
-    hop_length: int = 160
-    latent_downsample: int = 4
+    sample_rate: int = AUDIO_SAMPLE_RATE_HZ
+    hop_length: int = AUDIO_HOP_LENGTH
+    latent_downsample: int = AUDIO_LATENT_DOWNSAMPLE
     is_causal: bool = True
 
     @property
@@ -125,25 +129,3 @@ def audio_positions(
         is_causal=timing.is_causal,
     )
     return patchifier.get_patch_grid_bounds(AudioLatentShape(b, c, t, m), device=device)
-
-
-def check_video_latent(latent: torch.Tensor, what: str = "video latent") -> None:
-    """Raise ValueError (saying what to change) unless `latent` is an LTX-2 video latent."""
-    if latent.dim() != 5:
-        raise ValueError(
-            f"the {what} has shape {tuple(latent.shape)}; LTX-2 video latents are 5-d [batch, 128, frames, height, width]. "
-            "Make it with EmptyLTXVLatentVideo, LTXVImgToVideo or a VAE Encode of the LTX-2 VAE."
-        )
-    if latent.shape[1] != VIDEO_LATENT_CHANNELS:
-        raise ValueError(
-            f"the {what} has {latent.shape[1]} channels; LTX-2 video latents have {VIDEO_LATENT_CHANNELS}. "
-            "It comes from another model family: make it with the LTX-2 nodes (EmptyLTXVLatentVideo)."
-        )
-
-
-def check_audio_latent(latent: torch.Tensor, what: str = "audio latent") -> None:
-    if latent.dim() != 4 or latent.shape[1] != AUDIO_LATENT_CHANNELS or latent.shape[3] != AUDIO_MEL_BINS:
-        raise ValueError(
-            f"the {what} has shape {tuple(latent.shape)}; LTX-2 audio latents are [batch, {AUDIO_LATENT_CHANNELS}, "
-            f"frames, {AUDIO_MEL_BINS}]. Make it with LTXVEmptyLatentAudio."
-        )

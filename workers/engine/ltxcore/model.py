@@ -12,21 +12,18 @@ from pathlib import Path
 import torch
 from ltx_core.model.transformer.modality import Modality
 
-from ...strategies.sequence_parallel import SequenceParallelModel
-from . import latents
-from .checkpoint import (
+from ...wire.model_files import (
     ModelDescription,
     describe_checkpoint,
-    load_embeddings_processor,
-    load_transformer,
     read_checkpoint_config,
     read_safetensors_header,
 )
+from . import latents
+from .checkpoint import load_embeddings_processor, load_transformer
 from .conditioning import TextContext
 from .fp8_linear import Fp8Selection, quantize_linears
 from .model_forward import ForwardMode, apply_mode_to_modules
-
-DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
+from .sequence_parallel import SequenceParallelModel
 
 
 @dataclass

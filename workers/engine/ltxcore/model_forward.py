@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
-from enum import Enum
 
 import torch
 from ltx_core.model.transformer.attention import Attention
@@ -25,13 +24,10 @@ from ltx_core.model.transformer.transformer import BasicAVTransformerBlock
 from ltx_core.model.transformer.transformer_args import TransformerArgs
 from ltx_core.utils import rms_norm
 
+from ...wire.checks import ForwardMode
+
 BlockForward = Callable[..., tuple[TransformerArgs | None, TransformerArgs | None]]
 COMFYUI_QK_NORM_EPS = 1e-5  # comfy/ldm/lightricks CrossAttention's q/k RMSNorm, whatever the config says
-
-
-class ForwardMode(str, Enum):
-    COMFYUI = "comfyui"
-    REFERENCE = "reference"
 
 
 def apply_mode_to_modules(module: torch.nn.Module, mode: ForwardMode) -> None:

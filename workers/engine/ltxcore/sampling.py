@@ -11,13 +11,12 @@ packing matters only where random numbers are drawn, so those draws happen in th
 from __future__ import annotations
 
 import math
-import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
 
-SAMPLERS = ("euler", "euler_ancestral")
+from ...wire.checks import SAMPLERS
 
 
 @dataclass(frozen=True)
@@ -82,35 +81,6 @@ class AncestralNoise:
             self.packed_shape, dtype=self.dtype, device=self.device, generator=self.generator
         )
         return unpack(packed, self.shapes)
-
-
-def format_sigmas(sigmas: torch.Tensor) -> str:
-    """The values as the user typed them: per value the shortest decimal that gives the same float32
-    (the list would otherwise print float32 noise, -0.30000001192092896 for -0.3)."""
-
-    def shortest(value: float) -> str:
-        for digits in range(1, 10):  # 9 significant digits round-trip every float32
-            text = f"{value:.{digits}g}"
-            if struct.unpack("f", struct.pack("f", float(text)))[0] == value:
-                return text
-        return repr(value)
-
-    return ", ".join(shortest(v) for v in sigmas.detach().float().cpu().tolist())
-
-
-def validate_sigmas(sigmas: torch.Tensor) -> None:
-    """Raise ValueError unless sigmas is a usable flow schedule."""
-    if sigmas.dim() != 1 or sigmas.numel() < 2:
-        raise ValueError(
-            f"SIGMAS must list at least two values (a start and an end), got shape {tuple(sigmas.shape)}. "
-            "Connect LTXVScheduler or ManualSigmas."
-        )
-    if not torch.isfinite(sigmas).all():
-        raise ValueError("SIGMAS holds NaN or infinite values; check the scheduler's settings")
-    if (sigmas < 0).any() or (sigmas > 1.0 + 1e-6).any():
-        raise ValueError(f"LTX-2 is a flow model: sigmas must lie in [0, 1], got {format_sigmas(sigmas)}")
-    if (sigmas[1:] > sigmas[:-1]).any():
-        raise ValueError(f"sigmas must not increase from one step to the next, got {format_sigmas(sigmas)}")
 
 
 def sample(

@@ -10,7 +10,8 @@ import torch
 from ltx_core.model.video_vae.ops import PerChannelStatistics
 from safetensors import safe_open
 
-from .checkpoint import load_upsampler, read_safetensors_header
+from ...wire.model_files import read_safetensors_header
+from .checkpoint import load_upsampler
 from .model import LoadedModel
 
 # Where the VAE's per-channel statistics sit in a full LTX-2 checkpoint (workers/engine/ltxcore/checkpoint.py).

@@ -34,9 +34,10 @@ from ltx_core.model.transformer.attention import (
 from ltx_core.model.transformer.modality import Modality
 from ltx_core.model.transformer.model import LTXModel
 
-from ...kernels import HeadExchange, even_split, offsets
-from ..engine.ltxcore.model_forward import ForwardMode, comfyui_block_forward, run_transformer
-from .sp_attention import SequenceSplit, SplitState, VideoSelfAttention, VideoToAudioAttention
+from ....kernels import HeadExchange, even_split, offsets
+from ...strategies.sp_attention import SequenceSplit, SplitState, VideoSelfAttention, VideoToAudioAttention
+from ...wire.checks import ForwardMode, check_compilable
+from .model_forward import comfyui_block_forward, run_transformer
 
 __all__ = ["SequenceParallelModel", "VideoSelfAttention", "VideoToAudioAttention"]
 
@@ -136,30 +137,6 @@ class SequenceParallelModel(torch.nn.Module):
             self._compiled_shapes.add(_input_shapes(video, audio))
         video_out = self.exchange.all_gather_tokens(video_out.contiguous(), split.token_counts)
         return video_out, audio_out
-
-
-def check_splittable(latent_fhw: tuple[int, int, int], world_size: int) -> None:
-    """Refuse (ValueError) a video latent with fewer tokens than ranks: a rank with no token fails
-    alone inside the forward, which the others cannot survive. Pure: the node and every rank check it
-    before any work."""
-    f, h, w = latent_fhw
-    tokens = f * h * w
-    if tokens < world_size:
-        raise ValueError(
-            f"the video latent has {tokens} token{'' if tokens == 1 else 's'} ({f} x {h} x {w} latent cells, "
-            f"frames x height x width) for {world_size} workers; sequence parallelism needs at least one "
-            f"per worker. Make the video larger (a cell is 8 frames x 32 x 32 px) or use at most {tokens} "
-            f"GPU{'' if tokens == 1 else 's'}."
-        )
-
-
-def check_compilable(mode: ForwardMode) -> None:
-    """compile_blocks compiles the comfyui block function; raises ValueError for any other mode."""
-    if mode is not ForwardMode.COMFYUI:
-        raise ValueError(
-            f"compile_blocks works with mode 'comfyui' only (this model has mode {mode.value!r}); "
-            "turn compile_blocks off or set mode to comfyui"
-        )
 
 
 def resolve_attention_functions(model: torch.nn.Module) -> None:

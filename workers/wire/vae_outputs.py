@@ -13,9 +13,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ltx_core.model.audio_vae.audio_vae import LATENT_DOWNSAMPLE_FACTOR
-
-from ..strategies.vae_tiles import FRAMES_PER_CELL, PIXELS_PER_CELL
+from .constants import (
+    AUDIO_LATENT_DOWNSAMPLE,
+    VIDEO_FRAMES_PER_CELL,
+    VIDEO_LATENT_CHANNELS,
+    VIDEO_PIXELS_PER_CELL,
+)
 
 # ltx-core's Vocoder: conv_pre and conv_post are kernel 7 with padding 3 (length kept); each upsample
 # is ConvTranspose1d(kernel k, stride s, padding (k - s) // 2). Defaults when the config omits them
@@ -29,7 +32,24 @@ DEFAULT_AUDIO_CHANNELS = 2  # stereo: ltx-core's configurator requires it
 def image_shape(video_shape: tuple[int, ...]) -> tuple[int, int, int, int]:
     """IMAGE shape [B * frames, H, W, 3] for a video latent [B, C, F, h, w]."""
     b, _, f, h, w = video_shape
-    return (b * (1 + (f - 1) * FRAMES_PER_CELL), h * PIXELS_PER_CELL, w * PIXELS_PER_CELL, 3)
+    return (
+        b * (1 + (f - 1) * VIDEO_FRAMES_PER_CELL),
+        h * VIDEO_PIXELS_PER_CELL,
+        w * VIDEO_PIXELS_PER_CELL,
+        3,
+    )
+
+
+def encoded_latent_shape(pixels_shape: tuple[int, ...]) -> tuple[int, int, int, int, int]:
+    """The latent [1, 128, F, h, w] of IMAGE frames [frames, H, W, C] (frames = 8(F-1)+1, H = 32h)."""
+    frames, height, width = pixels_shape[:3]
+    return (
+        1,
+        VIDEO_LATENT_CHANNELS,
+        (frames - 1) // VIDEO_FRAMES_PER_CELL + 1,
+        height // VIDEO_PIXELS_PER_CELL,
+        width // VIDEO_PIXELS_PER_CELL,
+    )
 
 
 @dataclass(frozen=True)
@@ -47,8 +67,8 @@ class AudioOutput:
 def mel_frames(latent_frames: int, causal: bool) -> int:
     """Mel frames the audio decoder makes of T latent frames: 4T, or 4T - 3 when causal (its first
     latent frame stands for one mel frame); ltx-core AudioDecoder._denormalize_latents."""
-    frames = latent_frames * LATENT_DOWNSAMPLE_FACTOR
-    return max(frames - (LATENT_DOWNSAMPLE_FACTOR - 1), 1) if causal else frames
+    frames = latent_frames * AUDIO_LATENT_DOWNSAMPLE
+    return max(frames - (AUDIO_LATENT_DOWNSAMPLE - 1), 1) if causal else frames
 
 
 def _generator_length(mel: int, section: Mapping[str, Any]) -> int:

@@ -1,0 +1,105 @@
+"""The layout's import rules (docs/DESIGN.md, "Rooms"): the UI side loads no engine, no ltx-core and
+no rank code, and the sub-packages of workers/ import one way only."""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+PACK_ROOT = Path(__file__).resolve().parent.parent
+WORKERS = PACK_ROOT / "workers"
+# Room -> the rooms it may import. wire is the floor; group is the UI side; rank drives the engines.
+ALLOWED = {
+    "wire": set(),
+    "group": {"wire"},
+    "strategies": {"wire"},
+    "text": {"wire"},
+    "embedded": {"wire", "engine", "text"},
+    "engine": {"wire", "strategies"},  # a backend may attach the strategies (SP, tiles) to its model
+    "rank": {"wire", "engine", "strategies", "text", "embedded"},
+}
+# Imported at module level by the UI side these would pull a model stack into ComfyUI's process.
+UI_FORBIDDEN_PREFIXES = ("ltx_core", "ltx2_mgpu_pack.workers.engine", "ltx2_mgpu_pack.workers.rank")
+
+
+def test_loading_the_pack_imports_no_engine_no_rank_and_no_ltx_core(tmp_path):
+    folder = tmp_path / "custom_nodes" / "ltx2_mgpu_pack"
+    folder.parent.mkdir()
+    folder.symlink_to(PACK_ROOT, target_is_directory=True)
+    script = textwrap.dedent(
+        f"""
+        import importlib.util, json, sys
+        path = {str(folder)!r}
+        spec = importlib.util.spec_from_file_location("ltx2_mgpu_pack", path + "/__init__.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["ltx2_mgpu_pack"] = module
+        spec.loader.exec_module(module)
+        assert module.NODE_CLASS_MAPPINGS
+        print(json.dumps(sorted(sys.modules)))
+        """
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True, cwd=tmp_path
+    )
+    modules = json.loads(out.stdout.strip().splitlines()[-1])
+    assert "ltx2_mgpu_pack.workers.group.manager" in modules  # the check looks at the right names
+    loaded = [m for m in modules if m.startswith(UI_FORBIDDEN_PREFIXES)]
+    assert loaded == [], f"loading the pack imported {loaded}"
+
+
+def _room_imports(path: Path) -> set[str]:
+    """Rooms of workers/ that `path` imports, anywhere in the file (inside functions and
+    TYPE_CHECKING blocks too: a type-only import is still a dependency of the design)."""
+    package = list(path.relative_to(PACK_ROOT).parts[:-1])  # e.g. ["workers", "engine", "ltxcore"]
+    rooms = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if not isinstance(node, ast.ImportFrom):
+            continue
+        if node.level:
+            base = package[: len(package) - (node.level - 1)]
+            target = [*base, *(node.module or "").split(".")] if node.module else base
+            names = [target] if node.module else [[*target, alias.name] for alias in node.names]
+        elif (node.module or "").startswith("ltx2_mgpu.workers."):
+            names = [node.module.split(".")[1:]]
+        else:
+            continue
+        rooms.update(name[1] for name in names if len(name) > 1 and name[0] == "workers")
+    rooms.discard(path.relative_to(WORKERS).parts[0])
+    return rooms
+
+
+def test_rooms_import_one_way_only():
+    wrong = {}
+    for path in sorted(WORKERS.rglob("*.py")):
+        if len(path.relative_to(WORKERS).parts) < 2:
+            continue  # workers/__init__.py
+        room = path.relative_to(WORKERS).parts[0]
+        extra = _room_imports(path) - ALLOWED[room]
+        if extra:
+            wrong[str(path.relative_to(PACK_ROOT))] = sorted(extra)
+    assert wrong == {}, f"imports against the layout's direction: {wrong}"
+
+
+def test_the_rooms_have_no_import_cycle():
+    graph = {room: set() for room in ALLOWED}
+    for path in WORKERS.rglob("*.py"):
+        if len(path.relative_to(WORKERS).parts) >= 2:
+            graph[path.relative_to(WORKERS).parts[0]] |= _room_imports(path)
+    state: dict[str, int] = {}
+
+    def visit(room: str, trail: list[str]) -> None:
+        if state.get(room) == 1:
+            raise AssertionError(f"import cycle: {' -> '.join([*trail, room])}")
+        if state.get(room) == 2:
+            return
+        state[room] = 1
+        for target in sorted(graph.get(room, ())):
+            visit(target, [*trail, room])
+        state[room] = 2
+
+    for room in graph:
+        visit(room, [])
