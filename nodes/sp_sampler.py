@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import torch
 
 from ..workers.group.client import output_slot
@@ -106,8 +108,6 @@ class LTX2SPSampler:
         check_splittable(tuple(parts.video.shape[2:]), mgpu_model.world_size)
         pos, frame_rate = conditioning_args(positive, "positive")
         neg, _ = conditioning_args(negative, "negative")
-        out_video = output_slot(parts.video.shape, torch.float32)
-        out_audio = None if parts.audio is None else output_slot(parts.audio.shape, torch.float32)
         request = Sample(
             video=parts.video.float().contiguous(),
             audio=None if parts.audio is None else parts.audio.float().contiguous(),
@@ -124,9 +124,11 @@ class LTX2SPSampler:
             add_noise=add_noise,
             max_video_tokens=mgpu_model.max_video_tokens,
             preview=comfy.previews_enabled(),
-            out_video=out_video,
-            out_audio=out_audio,
         )
+        # Slots only once the request passed its checks: a refused input leaves nothing in /dev/shm.
+        out_video = output_slot(parts.video.shape, torch.float32)
+        out_audio = None if parts.audio is None else output_slot(parts.audio.shape, torch.float32)
+        request = dataclasses.replace(request, out_video=out_video, out_audio=out_audio)
         run_job(mgpu_model, request, node_id=unique_id, total=max(1, sigmas.numel() - 1))
         audio = None if out_audio is None else out_audio.tensor
         return (latent_output(parts, out_video.tensor, audio, latent),)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 import torch
@@ -180,7 +181,6 @@ class LTX2TDPUpscaler:
         schedule = torch.tensor(DEFAULT_SIGMAS) if sigmas is None else sigmas
         pos, frame_rate = conditioning_args(positive, "positive")
         neg = None if cfg == 1.0 else conditioning_args(negative, "negative")[0]
-        out_video = output_slot(out_shape, torch.float32)
         request = TdpUpscale(
             video=parts.video.float().contiguous(),
             audio=None if parts.audio is None else parts.audio.float().contiguous(),
@@ -199,8 +199,10 @@ class LTX2TDPUpscaler:
             preview=preview,
             preview_frames=preview_frames,
             live_preview=comfy.previews_enabled(),
-            out_video=out_video,
         )
+        # The slot only once the request passed its checks: a refused input leaves nothing in /dev/shm.
+        out_video = output_slot(out_shape, torch.float32)
+        request = dataclasses.replace(request, out_video=out_video)
         results = run_job(mgpu_model, request, node_id=unique_id, total=max(1, schedule.numel() - 1))
         out = {k: v for k, v in latent.items() if k != "noise_mask"}  # the mask was for stage-1 cells
         audio = parts.audio

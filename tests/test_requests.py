@@ -4,6 +4,8 @@ same request."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import torch
 
@@ -127,3 +129,4 @@ def test_the_node_refuses_bad_input_without_starting_workers(monkeypatch, tmp_pa
             model, conditioning, conditioning, latent, torch.tensor([1.0, 0.0]), "dpmpp", 1, 1, 0
         )
     assert started == []
+    assert shm.list_segments(os.getpid()) == [], "a refused input left its output slots in /dev/shm"
