@@ -11,10 +11,11 @@ import pytest
 import torch
 
 from ltx2_mgpu.nodes.vae_decode import LTX2DistributedVAEDecode
-from ltx2_mgpu.workers.rank.ops import InputRejected
+from ltx2_mgpu.workers.rank.ops import InputRejected, read_request
 from ltx2_mgpu.workers.rank.ops_vae import validate
 from ltx2_mgpu.workers.strategies.decode_limits import check_decodable, min_decode_cells
 from ltx2_mgpu.workers.strategies.vae_tiles import TileSettings
+from ltx2_mgpu.workers.wire.requests import VaeDecode
 
 SMALLEST = "[B, 128, F, 2, 2]"
 
@@ -47,4 +48,4 @@ def test_ranks_refuse_it_alike_before_any_collective():
         "out_audio": None,
     }
     with pytest.raises(InputRejected, match=r"\[B, 128, F, 2, 2\]"):
-        validate(args, world_size=2)
+        validate(read_request(VaeDecode, args), world_size=2)

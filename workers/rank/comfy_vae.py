@@ -1,10 +1,10 @@
 """The "vae_decode" and "vae_encode" commands on the comfy backend: ComfyUI's own VAE objects in the ranks.
 
-ops_vae.py and ops_vae_encode.py hand their job here when the loaded model is a ComfyModel (the args
-are theirs; see their docstrings). Imported lazily: it imports ComfyUI's VAE modules, which exist in a
+ops_vae.py and ops_vae_encode.py hand their request (wire/requests.py VaeDecode, VaeEncode) here when
+the loaded model is a ComfyModel. Imported lazily: it imports ComfyUI's VAE modules, which exist in a
 rank only after bootstrap.import_comfyui.
 
-Decode modes ("mode" in the args):
+Decode modes (VaeDecode.mode):
 - "exact" (default): VAEDecode's frames. The frame is cut into slabs and each rank decodes its rows,
   swapping edge rows with its neighbours at every convolution (strategies/comfy_vae_decode.py).
 - "tiled": VAEDecodeTiled's frames for the node's four tile settings (strategies/comfy_vae_tiled.py).
@@ -22,7 +22,6 @@ import torch.distributed as dist
 
 from ..engine.comfy.audio_vae import decode_audio, load_audio_vae
 from ..engine.comfy.model import ComfyModel
-from ..engine.ltxcore import latents
 from ..strategies.comfy_vae_decode import SlabDecoder, decode_plan, describe_slabs, padding_mode
 from ..strategies.comfy_vae_encode import SlabEncoder
 from ..strategies.comfy_vae_halo import unsupported_reason
@@ -31,13 +30,13 @@ from ..strategies.decode_limits import check_decodable
 from ..strategies.vae_decode import STAGING_BYTES, copy_through, to_image
 from ..strategies.vae_encode import HaloExchange
 from ..strategies.vae_encode_plan import split_evenly
+from ..wire.requests import VAE_DECODE_MODES, TileSettings, VaeDecode, VaeEncode
 from .ops import InputRejected
 from .ops_vae import PeakMemory, agree_on_error, check_audio_shape
 from .ops_vae_encode import latent_box, slab_input
 from .ops_vae_encode import validate as validate_encode
 
-EXACT, TILED = "exact", "tiled"
-DECODE_MODES = (EXACT, TILED)
+EXACT, TILED = VAE_DECODE_MODES
 AUDIO_VAE_KEY = "comfy_audio_vae"
 CPU = torch.device("cpu")
 
@@ -51,24 +50,12 @@ def _checkpoint_vae(model: ComfyModel) -> tuple[object, float]:
         raise InputRejected(str(exc)) from exc
 
 
-def _validate_decode(args: dict, vae) -> str:
-    """Everything a user can get wrong, alike on every rank, before any work. Returns the mode."""
-    video, audio, mode = args["video"], args.get("audio"), args.get("mode", EXACT)
-    if mode not in DECODE_MODES:
-        raise InputRejected(f"decode mode {mode!r} is not one of {', '.join(DECODE_MODES)}")
+def _validate_decode(request: VaeDecode, vae) -> str:
+    """What depends on the checkpoint's VAE, alike on every rank, before any work (the request checked
+    the latents and the mode). Returns the mode."""
+    mode = request.mode
     try:
-        latents.check_video_latent(video)
-        if audio is not None:
-            latents.check_audio_latent(audio)
-            if audio.shape[0] != video.shape[0]:
-                raise ValueError(
-                    f"the audio latent has batch {audio.shape[0]} but the video latent {video.shape[0]}; "
-                    "decode latents that were made together (LTXVConcatAVLatent)"
-                )
-        for name, tensor in (("video", video), ("audio", audio)):
-            if tensor is not None and not torch.isfinite(tensor).all():
-                raise ValueError(f"the {name} latent holds NaN or infinite values; re-create it upstream")
-        check_decodable(tuple(video.shape), padding_mode(vae.first_stage_model.decoder))
+        check_decodable(tuple(request.video.shape), padding_mode(vae.first_stage_model.decoder))
     except ValueError as exc:
         raise InputRejected(str(exc)) from exc
     reason = unsupported_reason(vae.first_stage_model.decoder) if mode == EXACT else check_tiled(vae)
@@ -120,10 +107,10 @@ def _decode_exact(job, vae, video: torch.Tensor, image5: torch.Tensor) -> dict:
     }
 
 
-def _decode_tiled(job, vae, video: torch.Tensor, image5: torch.Tensor, tiles: dict) -> dict:
+def _decode_tiled(job, vae, video: torch.Tensor, image5: torch.Tensor, tiles: TileSettings) -> dict:
     rt = job.runtime
     args = tiled_decode_args(
-        vae, tiles["tile_px"], tiles["overlap_px"], tiles["temporal_frames"], tiles["temporal_overlap_frames"]
+        vae, tiles.tile_px, tiles.overlap_px, tiles.temporal_frames, tiles.temporal_overlap_frames
     )
     output_device = rt.device if rt.backend == "nccl" else CPU
     frames, decoded = decode_tiled(vae, video, args, job.rank, job.world_size, output_device)
@@ -141,12 +128,12 @@ def _audio_vae(model: ComfyModel, device: torch.device):
     return model.extras[AUDIO_VAE_KEY]
 
 
-def vae_decode_comfy(job, model: ComfyModel, args: dict) -> dict:
+def vae_decode_comfy(job, model: ComfyModel, request: VaeDecode) -> dict:
     """ops_vae.vae_decode on the comfy backend (collective)."""
     rt = job.runtime
     vae, vae_load_s = _checkpoint_vae(model)
-    mode = _validate_decode(args, vae)
-    video, audio, out_audio = args["video"], args.get("audio"), args.get("out_audio")
+    mode = _validate_decode(request, vae)
+    video, audio, out_audio = request.video, request.audio, request.out_audio
     audio_rank = job.world_size - 1
     error = None
     if audio is not None and job.rank == audio_rank:
@@ -159,12 +146,12 @@ def vae_decode_comfy(job, model: ComfyModel, args: dict) -> dict:
     job.check_cancel()
     start = time.perf_counter()
     batch = video.shape[0]
-    image5 = args["out_image"].view(batch, -1, *args["out_image"].shape[1:])
+    image5 = request.out_image.view(batch, -1, *request.out_image.shape[1:])
     with torch.inference_mode():
         if mode == EXACT:
             stats = _decode_exact(job, vae, video, image5)
         else:
-            stats = _decode_tiled(job, vae, video, image5, args["tiles"])
+            stats = _decode_tiled(job, vae, video, image5, request.tiles)
         video_s = time.perf_counter() - start
         audio_shape, audio_s = (0, 0, 0), 0.0
         if audio is not None and job.rank == audio_rank:
@@ -193,18 +180,18 @@ def vae_decode_comfy(job, model: ComfyModel, args: dict) -> dict:
     }
 
 
-def vae_encode_comfy(job, model: ComfyModel, args: dict) -> dict:
+def vae_encode_comfy(job, model: ComfyModel, request: VaeEncode) -> dict:
     """ops_vae_encode.vae_encode on the comfy backend (collective)."""
     rt = job.runtime
     vae, vae_load_s = _checkpoint_vae(model)
-    plan = validate_encode(args, job.world_size)
+    plan = validate_encode(request, job.world_size)
     reason = unsupported_reason(vae.first_stage_model.encoder)
     if reason is not None:
         raise InputRejected(f"the checkpoint's video encoder cannot be split over GPUs: {reason}")
     memory = PeakMemory(rt.device)
     if plan.active_ranks > 1:
         dist.barrier()  # point-to-point exchanges must not be the group's first collective (NCCL)
-    pixels, out = args["pixels"], args["out_latent"]
+    pixels, out = request.pixels, request.out_latent
     job.check_cancel()
     start = time.perf_counter()
     exchange_s, sent = 0.0, 0

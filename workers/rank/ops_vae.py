@@ -160,7 +160,7 @@ def vae_decode(job, request: VaeDecode) -> dict:
     if isinstance(comfy_model, ComfyModel):  # before loaded_model, which accepts ltx-core's only
         from .comfy_vae import vae_decode_comfy  # imports ComfyUI's VAE code: only on the comfy backend
 
-        return vae_decode_comfy(job, comfy_model, request.to_wire())
+        return vae_decode_comfy(job, comfy_model, request)
     model = loaded_model(job)
     plan = validate(request, job.world_size)
     try:

@@ -75,7 +75,7 @@ def vae_encode(job, request: VaeEncode) -> dict:
     if isinstance(comfy_model, ComfyModel):  # before loaded_model, which accepts ltx-core's only
         from .comfy_vae import vae_encode_comfy  # imports ComfyUI's VAE code: only on the comfy backend
 
-        return vae_encode_comfy(job, comfy_model, request.to_wire())
+        return vae_encode_comfy(job, comfy_model, request)
     model = loaded_model(job)
     plan = validate(request, job.world_size)
     memory = PeakMemory(rt.device)
