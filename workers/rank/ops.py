@@ -9,6 +9,7 @@ arrive already mapped from shared memory; the returned dict must hold builtins o
 
 from __future__ import annotations
 
+import functools
 import importlib
 import pkgutil
 from collections.abc import Callable
@@ -39,9 +40,15 @@ def op(command: str | type[Request]) -> Callable[[Handler], Handler]:
             raise RuntimeError(f"command {name!r} registered twice")
         if isinstance(command, str):
             OPS[name] = fn
-        else:
-            OPS[name] = lambda job, args: fn(job, read_request(command, args))
-        return fn
+            return fn
+
+        # Called with the wire dict (the runtime, tests) or with the request itself.
+        @functools.wraps(fn)
+        def typed(job, args):
+            return fn(job, args if isinstance(args, command) else read_request(command, args))
+
+        OPS[name] = typed
+        return typed
 
     return register
 
