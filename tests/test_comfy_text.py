@@ -23,9 +23,10 @@ from safetensors.torch import load_file, save_file
 from test_text_encode import LONG, SHORT
 
 from ltx2_mgpu.nodes.text_encode import PROJECTION_KEY, projection_width
+from ltx2_mgpu.workers.embedded.tiny_gemma import make_tiny_gemma
 from ltx2_mgpu.workers.engine.ltxcore.reference import relative_error
 from ltx2_mgpu.workers.group.client import output_slot
-from ltx2_mgpu.workers.text.text_encoder import make_tiny_gemma, open_gemma
+from ltx2_mgpu.workers.text.text_encoder import open_gemma
 from ltx2_mgpu.workers.text.text_tokenizer import load_prompt_tokenizer, padded_length
 
 pytestmark = pytest.mark.comfyui

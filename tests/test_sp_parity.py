@@ -15,9 +15,9 @@ from ltx2_mgpu.nodes import sp_sampler as sp_sampler_node
 from ltx2_mgpu.nodes.sp_sampler import LTX2SPSampler
 from ltx2_mgpu.workers.engine.ltxcore.model_forward import ForwardMode
 from ltx2_mgpu.workers.engine.ltxcore.reference import load_in_process, relative_error, sample_in_process
-from ltx2_mgpu.workers.engine.ltxcore.sampling import format_sigmas, validate_sigmas
 from ltx2_mgpu.workers.group.client import output_slot
 from ltx2_mgpu.workers.group.manager import MGPUModel
+from ltx2_mgpu.workers.wire.checks import format_sigmas, validate_sigmas
 
 TOLERANCE = 1e-5
 CAPTION = 64  # the tiny model's caption channels
