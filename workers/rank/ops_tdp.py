@@ -31,8 +31,7 @@ from ..engine.ltxcore.model import AVDenoiser, Guidance, LoadedModel
 from ..engine.ltxcore.model_forward import run_transformer
 from ..engine.ltxcore.sequence_parallel import (
     SequenceParallelModel,
-    VideoSelfAttention,
-    VideoToAudioAttention,
+    SplitAttention,
 )
 from ..engine.ltxcore.tdp_upsample import spatial_upsampler, upsample_video, video_statistics
 from ..strategies import tiled
@@ -60,7 +59,7 @@ def full_attention(transformer: SequenceParallelModel) -> Iterator[None]:
         for name in ("attn1", "video_to_audio_attn"):
             attention = getattr(block, name, None)
             function = getattr(attention, "attention_function", None)
-            if isinstance(function, (VideoSelfAttention, VideoToAudioAttention)):
+            if isinstance(function, SplitAttention):
                 swapped.append((attention, function))
                 attention.attention_function = function.inner
     try:

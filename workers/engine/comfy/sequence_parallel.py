@@ -28,7 +28,7 @@ from comfy.ldm.lightricks.av_model import CompressedTimestep
 from comfy.ldm.lightricks.model import GuideAttentionMask
 
 from ....kernels import HeadExchange, even_split, offsets
-from ...strategies.sp_attention import SequenceSplit, SplitState, VideoSelfAttention, VideoToAudioAttention
+from ...strategies.sp_attention import SequenceSplit, SplitAttention, SplitState
 
 # Keys of transformer_options this module owns.
 SP_KEY = "ltx2_mgpu_sp"  # the SequenceParallel serving this call
@@ -107,9 +107,9 @@ class SequenceParallel:
     def __init__(self, exchange: HeadExchange, video_heads: int, audio_heads: int) -> None:
         self.exchange = exchange
         self.state = SplitState()
-        self.self_attention = VideoSelfAttention(None, exchange, self.state, video_heads)
+        self.self_attention = SplitAttention.video_self(None, exchange, self.state, video_heads)
         # video->audio attention runs on the audio width: its queries are audio tokens.
-        self.video_to_audio = VideoToAudioAttention(None, exchange, self.state, audio_heads)
+        self.video_to_audio = SplitAttention.video_to_audio(None, exchange, self.state, audio_heads)
         self._local: dict[int, Any] = {}  # id(full arg) -> its local share, for the running forward
         self.split_forwards = 0  # forwards served split (reported to the client; tests check it)
 

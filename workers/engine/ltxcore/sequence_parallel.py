@@ -35,11 +35,11 @@ from ltx_core.model.transformer.modality import Modality
 from ltx_core.model.transformer.model import LTXModel
 
 from ....kernels import HeadExchange, even_split, offsets
-from ...strategies.sp_attention import SequenceSplit, SplitState, VideoSelfAttention, VideoToAudioAttention
+from ...strategies.sp_attention import SequenceSplit, SplitAttention, SplitState
 from ...wire.checks import ForwardMode, check_compilable
 from .model_forward import comfyui_block_forward, run_transformer
 
-__all__ = ["SequenceParallelModel", "VideoSelfAttention", "VideoToAudioAttention"]
+__all__ = ["SequenceParallelModel", "SplitAttention"]
 
 # Exchange wait timeout while the ranks may still be compiling the blocks (first call of a shape).
 COMPILE_EXCHANGE_TIMEOUT_S = 900.0
@@ -70,12 +70,15 @@ class SequenceParallelModel(torch.nn.Module):
         # function would otherwise see 48 different objects and recompile for each.
         shared: dict[tuple, object] = {}
         for block in model.transformer_blocks:
-            for name, kind in (("attn1", VideoSelfAttention), ("video_to_audio_attn", VideoToAudioAttention)):
+            for name, make in (
+                ("attn1", SplitAttention.video_self),
+                ("video_to_audio_attn", SplitAttention.video_to_audio),
+            ):
                 attn = getattr(block, name, None)
                 if isinstance(attn, Attention):
-                    key = (kind, attn.attention_function, attn.heads)
+                    key = (name, attn.attention_function, attn.heads)
                     if key not in shared:
-                        shared[key] = kind(attn.attention_function, exchange, self._state, attn.heads)
+                        shared[key] = make(attn.attention_function, exchange, self._state, attn.heads)
                     attn.attention_function = shared[key]
 
     def set_compiled(self, enabled: bool) -> None:
