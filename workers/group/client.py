@@ -30,17 +30,14 @@ import torch
 from ..wire import protocol, shm
 from ..wire.config import ERROR_GRACE_S, HEARTBEAT_TIMEOUT_S, POLL_INTERVAL_S, START_TIMEOUT_S, STOP_GRACE_S
 from ..wire.errors import (
-    GroupOutOfStep,
     GroupStartError,
-    JobCancelled,
-    JobError,
-    JobInputError,
     LoadCancelled,
     WorkerDied,
     WorkerGroupError,
     WorkerHung,
 )
 from . import console, shutdown
+from .failures import exit_text, job_failure, out_of_step
 from .launcher import Placement, worker_command, worker_env
 
 ProgressFn = Callable[[int, int, dict], None]
@@ -183,7 +180,7 @@ class WorkerGroup:
             if code is not None:
                 raise GroupStartError(
                     f"worker rank {rank} ({self.placement.devices[rank]}) exited during start-up "
-                    f"with {_exit_text(code)}; its error is printed above in the console",
+                    f"with {exit_text(code)}; its error is printed above in the console",
                     rank=rank,
                 )
 
@@ -333,7 +330,7 @@ class WorkerGroup:
                     self._fail(
                         WorkerDied(
                             f"worker rank {rank} ({self.placement.devices[rank]}) died during the job with "
-                            f"{_exit_text(code)}. The worker group was stopped; the next run starts a fresh one.",
+                            f"{exit_text(code)}. The worker group was stopped; the next run starts a fresh one.",
                             rank=rank,
                             job_id=job_id,
                         )
@@ -349,7 +346,7 @@ class WorkerGroup:
                         )
                     )
             if failures and first_failure_at is not None and now - first_failure_at > self.error_grace_s:
-                self._fail(_out_of_step(failures, job_id))
+                self._fail(out_of_step(failures, job_id))
             if not cancel_sent and should_cancel is not None and should_cancel():
                 if abort_on_cancel:
                     self._fail(
@@ -363,47 +360,16 @@ class WorkerGroup:
             if timeout_s is not None and now - started > timeout_s:
                 self._fail(WorkerHung(f"job {job_id} did not finish within {timeout_s:.0f} s", job_id=job_id))
         if failures:
-            self._raise_failures(failures, job_id)
+            error = job_failure(failures, self.world_size, job_id)
+            if error.fatal:
+                self._fail(error)
+            raise error
         return [results[r] for r in range(self.world_size)]
-
-    def _raise_failures(self, failures: dict[int, dict], job_id: int) -> None:
-        kinds = {(f["error_type"], f["message"]) for f in failures.values()}
-        everyone = len(failures) == self.world_size
-        first = failures[min(failures)]
-        if everyone and len(kinds) == 1:
-            if first["error_type"] == "cancelled":
-                raise JobCancelled("cancelled; every worker stopped at a step boundary", job_id=job_id)
-            if first["error_type"] == "input":
-                raise JobInputError(first["message"], job_id=job_id, cause_type="input")
-            raise JobError(
-                f"the workers' {first.get('op', 'job')!r} command failed on every worker with "
-                f"{first['error_type']}: {first['message']}. The workers and the loaded model were kept; "
-                "the traceback is in the console. Check this node's inputs and files; if they are right, "
-                "report this message with the console output.",
-                job_id=job_id,
-                cause_type=first["error_type"],
-            )
-        self._fail(_out_of_step(failures, job_id))
 
     def _fail(self, error: WorkerGroupError) -> None:
         """Stop the whole group and raise `error` (fatal path)."""
         self._teardown(kill=True)
         raise error
-
-
-def _out_of_step(failures: dict[int, dict], job_id: int) -> GroupOutOfStep:
-    rank = min(failures)
-    f = failures[rank]
-    hint = ""
-    if "out of memory" in f["message"].lower() or f["error_type"] == "OutOfMemoryError":
-        hint = " Lower the resolution or frame count, use more GPUs, or free memory used by other programs."
-    return GroupOutOfStep(
-        f"worker rank {rank} failed: {f['error_type']}: {f['message']}.{hint} The other workers could not "
-        f"continue, so the worker group was stopped; the next run starts a fresh one. The traceback is in "
-        "the console.",
-        rank=rank,
-        job_id=job_id,
-    )
 
 
 def _slots_to_wire(value: Any, names: list[str]) -> Any:
@@ -435,17 +401,6 @@ def _accept(listener: Listener, count: int, out: queue.Queue[Connection]) -> Non
             return  # the listener was closed
         out.put(conn)
         accepted += 1
-
-
-def _exit_text(code: int) -> str:
-    if code < 0:
-        import signal
-
-        try:
-            return f"signal {signal.Signals(-code).name}"
-        except ValueError:
-            return f"signal {-code}"
-    return f"exit code {code}"
 
 
 def _json_line(obj: dict) -> str:
