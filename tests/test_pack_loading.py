@@ -13,6 +13,8 @@ import pytest
 
 PACK_ROOT = Path(__file__).resolve().parent.parent
 COMFY_TOP_LEVEL = ("nodes", "utils", "server", "execution", "app", "comfy", "folder_paths")
+# Imported by the UI side these would pull a model stack into ComfyUI's process (PACK: the pack's name).
+MODEL_SIDE_PREFIXES = ("ltx_core", "PACK.workers.engine", "PACK.workers.rank")
 EXPECTED_NODES = {
     "LTX2MGPULoader",
     "LTX2MGPULoRA",
@@ -24,7 +26,7 @@ EXPECTED_NODES = {
 }
 
 
-def test_loads_from_a_folder_named_like_the_repo_as_comfyui_does(tmp_path):
+def test_loads_from_a_folder_named_like_the_repo_as_comfyui_does_without_a_model_stack(tmp_path):
     folder = tmp_path / "custom_nodes" / "ComfyUI-LTX2-MultiGPU"
     folder.parent.mkdir()
     folder.symlink_to(PACK_ROOT, target_is_directory=True)
@@ -39,8 +41,11 @@ def test_loads_from_a_folder_named_like_the_repo_as_comfyui_does(tmp_path):
         sys.modules[name] = module
         spec.loader.exec_module(module)
         added = sorted(m for m in set(sys.modules) - before if m.split(".")[0] in {COMFY_TOP_LEVEL!r})
+        model_side = tuple(p.replace("PACK", name) for p in {MODEL_SIDE_PREFIXES!r})
         print(json.dumps({{"nodes": sorted(module.NODE_CLASS_MAPPINGS), "names": module.NODE_DISPLAY_NAME_MAPPINGS,
-                           "added": added, "categories": sorted({{c.CATEGORY for c in module.NODE_CLASS_MAPPINGS.values()}})}}))
+                           "added": added, "categories": sorted({{c.CATEGORY for c in module.NODE_CLASS_MAPPINGS.values()}}),
+                           "model_side": sorted(m for m in sys.modules if m.startswith(model_side)),
+                           "has_manager": name + ".workers.group.manager" in sys.modules}}))
         """
     )
     out = subprocess.run(
@@ -49,6 +54,10 @@ def test_loads_from_a_folder_named_like_the_repo_as_comfyui_does(tmp_path):
     report = json.loads(out.stdout.strip().splitlines()[-1])
     assert EXPECTED_NODES <= set(report["nodes"])
     assert report["added"] == [], "importing the pack pulled in modules named like ComfyUI's"
+    # The UI side loads no model stack (docs/DESIGN.md, "Rooms"); has_manager: the check sees our names.
+    assert report["has_manager"] and report["model_side"] == [], (
+        f"loading the pack imported {report['model_side']}"
+    )
     assert report["categories"] == ["LTX-2 MultiGPU"]
     assert report["names"]["LTX2SPSampler"] == "SP Sampler"
 
