@@ -319,7 +319,7 @@ PREVIEW_MODES = (PREVIEW_OFF, PREVIEW_CENTRE_TILE, PREVIEW_FIRST_FRAMES, PREVIEW
 DEFAULT_PREVIEW_FRAMES = 25
 # From this first sigma on, every TDP tile starts from pure noise and invents its own content.
 PURE_NOISE_SIGMA = 1.0
-# tiles_h = tiles_w = TILES_AUTO: one tile per rank in a balanced grid (strategies/tiled.py).
+# tiles_h = tiles_w = TILES_AUTO: a grid from the latent alone, never the group size (tiled.auto_counts).
 TILES_AUTO = 0
 
 
@@ -333,7 +333,7 @@ def check_preview_mode(mode: str) -> None:
 @dataclass(frozen=True)
 class TdpUpscale(Request):
     """TDP Upscaler: upsample the stage-1 video 2x with `upscaler` (a file path) and denoise it in
-    tiles_h x tiles_w tiles (TILES_AUTO: one per rank) overlapping by `overlap` cells; the stage-1
+    tiles_h x tiles_w tiles (TILES_AUTO: from the latent) overlapping by `overlap` cells; the stage-1
     audio rides along unchanged. out_video: [B,128,F,2H,2W] float32, or the preview region's shape."""
 
     OP: ClassVar[str] = "tdp_upscale"
