@@ -73,3 +73,16 @@ def test_the_rooms_have_no_import_cycle():
 
     for room in graph:
         visit(room, [])
+
+
+def test_every_room_is_a_package_pip_installs():
+    """pyproject.toml lists packages by hand: a room missing there is missing from a pip install."""
+    import tomllib
+
+    listed = set(tomllib.loads((PACK_ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    found = {
+        ".".join(("ltx2_mgpu", *init.parent.relative_to(PACK_ROOT).parts))
+        for init in PACK_ROOT.glob("**/__init__.py")
+        if init.parent != PACK_ROOT and not init.relative_to(PACK_ROOT).parts[0].startswith((".", "tests"))
+    }
+    assert found - listed == set(), f"packages pip would leave out: {sorted(found - listed)}"
