@@ -9,6 +9,10 @@ from pathlib import Path
 
 
 def _make_tiny(args: argparse.Namespace) -> int:
+    return TINY_FAMILIES[args.family](args)
+
+
+def _make_tiny_ltx2(args: argparse.Namespace) -> int:
     from .workers.embedded.tiny_model import LORA_FILE_NAME, make_tiny
     from .workers.engine.ltxcore.lora import make_tiny_lora
 
@@ -24,6 +28,23 @@ def _make_tiny(args: argparse.Namespace) -> int:
     gemma = make_tiny_gemma(Path(args.dir))
     print(f"{gemma}  (tiny Gemma 3 text encoder)")
     return 0
+
+
+def _make_tiny_ltx25(args: argparse.Namespace) -> int:
+    from .workers.embedded.tiny_ltx25 import make_tiny_ltx25
+
+    try:
+        files = make_tiny_ltx25(Path(args.dir), seed=args.seed)
+    except ValueError as exc:  # no ComfyUI to build the modules with: the message says what to set
+        print(f"make-tiny --family 2.5: {exc}", file=sys.stderr)
+        return 2
+    for path in files.all():
+        print(f"{path}  ({path.stat().st_size / 1e6:.1f} MB)")
+    return 0
+
+
+# `make-tiny --family`: one writer per LTX release (2.5 in ComfyUI's split model folders).
+TINY_FAMILIES = {"2": _make_tiny_ltx2, "2.5": _make_tiny_ltx25}
 
 
 def _doctor(args: argparse.Namespace) -> int:
@@ -63,6 +84,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     p.add_argument("dir")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--family",
+        choices=sorted(TINY_FAMILIES),
+        default="2",
+        help="LTX release: 2 (one checkpoint, ltx-core) or 2.5 (split files under DIR's diffusion_models/, "
+        "text_encoders/, vae/, latent_upscale_models/, loras/; needs a ComfyUI: COMFYUI_PATH)",
+    )
     p.set_defaults(func=_make_tiny)
 
     p = sub.add_parser(

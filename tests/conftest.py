@@ -47,6 +47,23 @@ def tiny(tmp_path_factory):
     return make_tiny(tmp_path_factory.mktemp("tiny"))
 
 
+@pytest.fixture(scope="session")
+def tiny25(tmp_path_factory):
+    """The tiny LTX-2.5 split files (ComfyUI's models/ layout), made once per session by
+    `ltx2-mgpu make-tiny --family 2.5` in a subprocess: it imports ComfyUI's model code, which must
+    not stay in this process (our nodes look for ComfyUI in sys.modules)."""
+    import subprocess
+    import sys
+
+    from ltx2_mgpu.workers.embedded.tiny_ltx25 import make_tiny_ltx25_paths
+
+    out = tmp_path_factory.mktemp("tiny25")
+    cmd = [sys.executable, "-m", "ltx2_mgpu.cli", "make-tiny", "--family", "2.5", str(out)]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    return make_tiny_ltx25_paths(out, seed=0)
+
+
 def worker_children() -> list[psutil.Process]:
     """Live worker processes started by this test process (zombies excluded)."""
     out = []

@@ -30,6 +30,10 @@ def comfyui_for_tiny() -> ModuleType:
     Raises ValueError naming what to set when no ComfyUI is found (the LTX-2.5 tiny files are
     built with ComfyUI's classes; ltx-core 1.0.0 has no LTX-2.5).
     """
+    import sys
+
+    if "comfy.model_management" in sys.modules:  # inside ComfyUI, or a test that imported it
+        return sys.modules["comfy.model_management"]
     from ..engine.comfy.bootstrap import import_comfyui
     from ..wire.comfyui_root import COMFYUI_PATH_ENV, find_comfyui_root
 
@@ -76,6 +80,10 @@ def _init_value_25(
         # Gemma's norms multiply by (1 + w), the others by w: std-0.1 draws around 0 or 1.
         mean = 0.0 if "Gemma" in type(module).__name__ or _adds_one(module) else 1.0
         return torch.randn(shape, generator=gen) * NORM_WEIGHT_STD + mean
+    if name == "layer_scalar":  # Gemma 4 scales each layer's output; around 1
+        return torch.randn(shape, generator=gen) * NORM_WEIGHT_STD + 1.0
+    if name == "pos_embedding":  # Gemma 4's vision position table, added to O(1) patch embeddings
+        return torch.randn(shape, generator=gen) * KEYFRAME_EMBEDDING_STD
     if name == "keyframes_abs_pos_embedding":
         return torch.randn(shape, generator=gen) * KEYFRAME_EMBEDDING_STD
     if name == "weight" and isinstance(module, torch.nn.Embedding):

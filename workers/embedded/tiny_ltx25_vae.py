@@ -18,10 +18,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from .tiny_comfy import comfyui_for_tiny, random_state
-from .tiny_model import CONV_GAIN, STORAGE_DTYPE, _save, tiny_checkpoint_config
+from .tiny_model import CONV_GAIN, _save, tiny_checkpoint_config
 
 VIDEO_VAE_FILE_NAME = "ltx-2.5-tiny-video-vae.safetensors"
 AUDIO_VAE_FILE_NAME = "ltx-2.5-tiny-audio-vae.safetensors"
@@ -117,7 +115,3 @@ def tiny_audio_vae_25(out_path: Path | str, seed: int = 0) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     _save(tensors, config, path)
     return path
-
-
-def stored_dtype() -> torch.dtype:
-    return STORAGE_DTYPE
