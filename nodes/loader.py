@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from ..workers.group import console
 from ..workers.group.launcher import PACK_ROOT, parse_devices
 from ..workers.group.manager import MGPUModel
-from ..workers.wire.backend import choose_backend
+from ..workers.wire.backend import BACKEND_COMFY, choose_backend
 from ..workers.wire.checks import DTYPES, ForwardMode
 from ..workers.wire.constants import DEFAULT_MAX_VIDEO_TOKENS
+from ..workers.wire.model_family import LTXCORE_FAMILIES, check_vae_files, read_model_file_info
 from ..workers.wire.model_files import read_safetensors_header
 from . import comfy, jobs
 from .mgpu_lora import NO_LORA, lora_entry, strength_input
 
 CATEGORY = "LTX-2 MultiGPU"
 MODEL_FOLDERS = ("checkpoints", "diffusion_models")
+# The VAE inputs' first choice: the VAE inside the checkpoint (LTX-2, LTX-2.3 single files).
+FROM_CHECKPOINT = "(from the checkpoint)"
 
 
 class LTX2MGPULoader:
@@ -21,8 +27,12 @@ class LTX2MGPULoader:
         "Connect its MGPU_MODEL to the SP Sampler, TDP Upscaler and Distributed VAE Decode."
     )
     CATEGORY = CATEGORY
-    RETURN_TYPES = ("MGPU_MODEL",)
-    RETURN_NAMES = ("mgpu_model",)
+    RETURN_TYPES = ("MGPU_MODEL", "STRING")
+    RETURN_NAMES = ("mgpu_model", "model_info")
+    OUTPUT_TOOLTIPS = (
+        "The loaded model, for the SP Sampler, TDP Upscaler, Text Encode and Distributed VAE nodes.",
+        "What was detected: the LTX release (LTX-2, 2.3, 2.5), the weight format and where the VAEs come from.",
+    )
     FUNCTION = "load"
 
     @classmethod
@@ -32,7 +42,11 @@ class LTX2MGPULoader:
             "required": {
                 "ckpt_name": (
                     names,
-                    {"tooltip": "The LTX-2 checkpoint (ComfyUI's checkpoints or diffusion_models folder)."},
+                    {
+                        "tooltip": "The LTX checkpoint (LTX-2, LTX-2.3: one file in checkpoints) or diffusion "
+                        "model (LTX-2.5: diffusion_models, with its VAE files below). Family and weight format "
+                        "(bf16, fp8 scaled, int8 convrot, nvfp4) are detected."
+                    },
                 ),
                 "gpus": (
                     "STRING",
@@ -93,6 +107,22 @@ class LTX2MGPULoader:
                         "faster together with compile_blocks. Results differ slightly from bf16 (fp8 rounding).",
                     },
                 ),
+                "video_vae_name": (
+                    [FROM_CHECKPOINT, *comfy.filename_list("vae")],
+                    {
+                        "default": FROM_CHECKPOINT,
+                        "tooltip": "The video VAE file when it is separate from the model (LTX-2.5: "
+                        "ltx-2.5-video-vae), for Distributed VAE Decode/Encode and the TDP Upscaler.",
+                    },
+                ),
+                "audio_vae_name": (
+                    [FROM_CHECKPOINT, *comfy.filename_list("vae")],
+                    {
+                        "default": FROM_CHECKPOINT,
+                        "tooltip": "The audio VAE file when it is separate from the model (LTX-2.5: "
+                        "ltx-2.5-audio-vae), for the audio of Distributed VAE Decode.",
+                    },
+                ),
             },
             "hidden": {"unique_id": "UNIQUE_ID"},
         }
@@ -108,10 +138,20 @@ class LTX2MGPULoader:
         lora_strength: float = 1.0,
         compile_blocks: bool = False,
         fp8_matmul: bool = False,
+        video_vae_name: str = FROM_CHECKPOINT,
+        audio_vae_name: str = FROM_CHECKPOINT,
         unique_id=None,
     ):
         path = comfy.full_path(MODEL_FOLDERS, ckpt_name)
         read_safetensors_header(path)  # refuses non-safetensors files before any worker starts
+        info = read_model_file_info(path)
+        video_vae = (
+            "" if video_vae_name == FROM_CHECKPOINT else str(comfy.full_path(("vae",), video_vae_name))
+        )
+        audio_vae = (
+            "" if audio_vae_name == FROM_CHECKPOINT else str(comfy.full_path(("vae",), audio_vae_name))
+        )
+        check_vae_files(info, video_vae, audio_vae)
         placement = parse_devices(gpus)
         # Inside ComfyUI, mode "comfyui" runs ComfyUI's own model stack in the workers; an unusable
         # ComfyUI named by COMFYUI_PATH is refused here, before any worker starts.
@@ -124,6 +164,8 @@ class LTX2MGPULoader:
             if on
         )
         backend = choose_backend(PACK_ROOT, mode=mode, ltxcore_only=ltxcore_only)
+        if info.family not in LTXCORE_FAMILIES and backend.backend != BACKEND_COMFY:
+            raise ValueError(ltxcore_refusal(info.family, ckpt_name, backend.reason))
         model = MGPUModel(
             checkpoint=str(path),
             dtype=weight_dtype,
@@ -136,9 +178,27 @@ class LTX2MGPULoader:
             backend=backend.backend,
             comfyui_root=backend.root_path,
             comfyui_version=backend.root_version,
+            video_vae=video_vae,
+            audio_vae=audio_vae,
+            family=info.family,
         )
+        description = info.describe() + "".join(
+            f"; {kind} VAE {Path(file).name}"
+            for kind, file in (("video", video_vae), ("audio", audio_vae))
+            if file
+        )
+        console.info(f"MGPU Loader: {description} ({backend.backend} backend)")
         jobs.load(model, node_id=unique_id)
-        return (model,)
+        return (model, description)
+
+
+def ltxcore_refusal(family: str, name: str, reason: str) -> str:
+    return (
+        f"{name} is an {family} model, which only runs on the comfy backend (ComfyUI's own model code "
+        f"in the workers; ltx-core 1.0.0 has no {family}), but this load chose ltx-core ({reason}). "
+        "Run it inside ComfyUI with mode comfyui and compile_blocks / fp8_matmul off (or set "
+        "COMFYUI_PATH to a ComfyUI 0.33 or newer)"
+    )
 
 
 NODE_CLASSES = {"LTX2MGPULoader": (LTX2MGPULoader, "MGPU Loader")}

@@ -136,7 +136,9 @@ class LTX2DistributedVAEDecode:
         check_decodable(tuple(video.shape))
         wave = None
         if parts.audio is not None:
-            wave = audio_output(read_checkpoint_config(mgpu_model.checkpoint), parts.audio.shape[2])
+            # LTX-2.5's audio VAE is its own file, with the audio config in its metadata.
+            audio_file = mgpu_model.audio_vae or mgpu_model.checkpoint
+            wave = audio_output(read_checkpoint_config(audio_file), parts.audio.shape[2])
         image_dims = image_shape(tuple(parts.video.shape))
         wave_dims = None if wave is None else wave.shape(parts.audio.shape[0])
         _check_shared_memory(4 * (math.prod(image_dims) + (0 if wave_dims is None else math.prod(wave_dims))))

@@ -48,6 +48,7 @@ def native25(tiny25) -> Iterator[SimpleNamespace]:
     Loaders and nodes run in inference mode, as ComfyUI's executor runs them (ComfyUI's int8
     layers cannot be moved between devices otherwise)."""
     with comfyui_in_process(comfyui_root()), torch.inference_mode():
+        import comfy.nested_tensor
         import comfy.sd
         import folder_paths
         from comfy_extras import nodes_custom_sampler as cs
@@ -68,7 +69,7 @@ def native25(tiny25) -> Iterator[SimpleNamespace]:
         yield SimpleNamespace(
             sd=comfy.sd, nodes=nodes, cs=cs, lt=lt, lt_audio=lt_audio, upsampler=nodes_lt_upsampler,
             model=model, model_int8=model_int8, video_vae=video_vae, audio_vae=audio_vae,
-            upscaler=upscaler, clip=clip, text_sd=text_sd,
+            upscaler=upscaler, clip=clip, text_sd=text_sd, NestedTensor=comfy.nested_tensor.NestedTensor,
         )  # fmt: skip
 
 

@@ -20,6 +20,7 @@ from ..wire.backend import BACKEND_COMFY, BACKEND_LTXCORE, COMFY_OPS
 from ..wire.constants import DEFAULT_MAX_VIDEO_TOKENS
 from ..wire.errors import JobInputError, WorkerGroupError
 from ..wire.lora_files import LoraSpec, active_loras
+from ..wire.model_family import LTXCORE_FAMILIES
 from ..wire.model_files import describe_checkpoint
 from ..wire.requests import LoadModel, Request, SetLoras, uses_loras
 from . import client, console
@@ -41,6 +42,10 @@ class MGPUModel:
     backend: str = BACKEND_LTXCORE  # "comfy": ComfyUI's model stack in the ranks; "ltxcore": ltx-core's
     comfyui_root: str = ""  # the ComfyUI the ranks import (backend "comfy")
     comfyui_version: str = ""
+    # Separate VAE files (LTX-2.5 ships them apart from its diffusion model); "" = the checkpoint's own.
+    video_vae: str = ""
+    audio_vae: str = ""
+    family: str = ""  # LTX-2, LTX-2.3, LTX-2.5 (wire/model_family.py); "" when not read
 
     @property
     def placement(self) -> Placement:
@@ -68,6 +73,11 @@ def for_op(model: MGPUModel, op: str) -> MGPUModel:
     group then loads the file there; a log line says so once per op)."""
     if model.backend != BACKEND_COMFY or op in COMFY_OPS:
         return model
+    if model.family and model.family not in LTXCORE_FAMILIES:
+        raise ValueError(
+            f"{op} runs on the ltx-core backend only so far, and ltx-core 1.0.0 has no {model.family}; "
+            f"{Path(model.checkpoint).name} runs on the comfy backend in: {', '.join(COMFY_OPS)}"
+        )
     if op not in _logged_ltxcore_ops:
         _logged_ltxcore_ops.add(op)
         _log.info("%s runs on the ltx-core backend (the comfy backend serves %s)", op, ", ".join(COMFY_OPS))
@@ -216,6 +226,8 @@ def load_request(model: MGPUModel) -> LoadModel:
         backend=model.backend,
         comfyui_root=model.comfyui_root,
         comfyui_version=model.comfyui_version,
+        video_vae=model.video_vae,
+        audio_vae=model.audio_vae,
     )
 
 

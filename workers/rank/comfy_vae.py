@@ -21,7 +21,7 @@ import torch
 import torch.distributed as dist
 
 from ..engine.comfy.audio_vae import decode_audio, load_audio_vae
-from ..engine.comfy.model import ComfyModel
+from ..engine.comfy.model import ComfyModel, load_vae_file
 from ..strategies.comfy_vae_decode import SlabDecoder, decode_plan, describe_slabs, padding_mode
 from ..strategies.comfy_vae_encode import SlabEncoder
 from ..strategies.comfy_vae_halo import unsupported_reason
@@ -55,6 +55,8 @@ def _validate_decode(request: VaeDecode, vae) -> str:
     the latents and the mode). Returns the mode."""
     mode = request.mode
     try:
+        if is_diffusion_vae(vae):
+            return request.mode  # decoded whole on one rank (_decode_on_one_rank): no band or tile limits
         check_decodable(tuple(request.video.shape), padding_mode(vae.first_stage_model.decoder))
     except ValueError as exc:
         raise InputRejected(str(exc)) from exc
@@ -65,6 +67,36 @@ def _validate_decode(request: VaeDecode, vae) -> str:
             f"the {mode} decode cannot run this checkpoint's VAE over the group: {reason}. Set mode to {other}"
         )
     return mode
+
+
+def is_diffusion_vae(vae) -> bool:
+    """LTX-2.5's video VAE with the neighbourhood-attention diffusion decoder (ComfyUI's
+    CausalDiffusionVAE). Its decode is not split over the group yet: one rank runs it whole."""
+    return type(vae.first_stage_model).__name__ == "CausalDiffusionVAE"
+
+
+def _decode_on_one_rank(
+    job, vae, video: torch.Tensor, image5: torch.Tensor, mode: str, tiles: TileSettings
+) -> dict:
+    """Rank 0 runs ComfyUI's own decode of the whole latent: VAEDecode's call (exact) or
+    VAEDecodeTiled's (tiled, with the node's settings); the other ranks wait. Same frames as native."""
+    if job.rank == 0:
+        if mode == EXACT:
+            frames = vae.decode(video)
+        else:
+            args = tiled_decode_args(
+                vae,
+                tiles.tile_px,
+                tiles.overlap_px,
+                tiles.temporal_frames,
+                tiles.temporal_overlap_frames,
+            )
+            (tile_t, tile_xy, _), (overlap_t, overlap_xy, _) = args.tile, args.overlap
+            frames = vae.decode_tiled(
+                video, tile_x=tile_xy, tile_y=tile_xy, overlap=overlap_xy, tile_t=tile_t, overlap_t=overlap_t
+            )
+        image5.copy_(frames.reshape(image5.shape).to(CPU))
+    return {"plan": "the diffusion decoder on rank 0 (not split over the group)"}
 
 
 def _decode_exact(job, vae, video: torch.Tensor, image5: torch.Tensor) -> dict:
@@ -123,7 +155,10 @@ def _decode_tiled(job, vae, video: torch.Tensor, image5: torch.Tensor, tiles: Ti
 
 
 def _audio_vae(model: ComfyModel, device: torch.device):
-    if AUDIO_VAE_KEY not in model.extras:
+    if AUDIO_VAE_KEY not in model.extras and model.vae_files.audio is not None:
+        # A separate audio VAE file, as VAELoader loads it (the LTX-2.5 template's second VAELoader).
+        model.extras[AUDIO_VAE_KEY] = load_vae_file(model.vae_files.audio, device)
+    elif AUDIO_VAE_KEY not in model.extras:
         model.extras[AUDIO_VAE_KEY] = load_audio_vae(model.path, device)
     return model.extras[AUDIO_VAE_KEY]
 
@@ -148,7 +183,9 @@ def vae_decode_comfy(job, model: ComfyModel, request: VaeDecode) -> dict:
     batch = video.shape[0]
     image5 = request.out_image.view(batch, -1, *request.out_image.shape[1:])
     with torch.inference_mode():
-        if mode == EXACT:
+        if is_diffusion_vae(vae):
+            stats = _decode_on_one_rank(job, vae, video, image5, mode, request.tiles)
+        elif mode == EXACT:
             stats = _decode_exact(job, vae, video, image5)
         else:
             stats = _decode_tiled(job, vae, video, image5, request.tiles)

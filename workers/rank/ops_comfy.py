@@ -11,7 +11,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from ..engine.comfy.model import ComfyModel  # no ComfyUI import until ComfyModel.load
+from ..engine.comfy.model import ComfyModel, ComfyVaeFiles  # no ComfyUI import until ComfyModel.load
 from ..wire.backend import BACKEND_COMFY
 from ..wire.checks import DTYPES
 from ..wire.comfyui_root import ComfyUIRoot, ComfyUIUnusable
@@ -33,15 +33,22 @@ def load_comfy(job, request: LoadModel, exchange) -> dict:
         import_comfyui(root, rt.device)
     except ComfyUIUnusable as exc:
         raise InputRejected(str(exc)) from exc
+    vae_files = ComfyVaeFiles(
+        _optional_path(request.video_vae, "video_vae"), _optional_path(request.audio_vae, "audio_vae")
+    )
     current = rt.state.get("model")
-    if isinstance(current, ComfyModel) and (current.path, current.dtype) == (path, dtype):
+    if isinstance(current, ComfyModel) and (current.path, current.dtype, current.vae_files) == (
+        path,
+        dtype,
+        vae_files,
+    ):
         return {"reused": True, "backend": BACKEND_COMFY}
     rt.state.pop("model", None)
     job.progress(0, 1)
     try:
         # No VAE here: the first vae_decode / vae_encode loads it (ComfyModel.checkpoint_vae), so a
         # workflow that only samples does not pay for it.
-        model = ComfyModel.load(path, rt.device, dtype, with_vae=False)
+        model = ComfyModel.load(path, rt.device, dtype, with_vae=False, vae_files=vae_files)
     except (ValueError, RuntimeError) as exc:
         raise InputRejected(f"ComfyUI could not load {path}: {exc}") from exc
     model.extras["exchange"] = exchange
@@ -52,6 +59,12 @@ def load_comfy(job, request: LoadModel, exchange) -> dict:
         "backend": BACKEND_COMFY,
         "num_layers": len(model.diffusion_model.transformer_blocks),
     }
+
+
+def _optional_path(value: str, key: str) -> Path | None:
+    if value and not Path(value).is_file():
+        raise InputRejected(f"{key} file {value} does not exist on this machine")
+    return Path(value) if value else None
 
 
 def is_comfy_model(model: object) -> bool:

@@ -185,6 +185,9 @@ class LoadModel(Request):
     backend: str = BACKEND_LTXCORE
     comfyui_root: str = ""
     comfyui_version: str = ""
+    # Separate VAE files (LTX-2.5 ships them apart from its diffusion model); "" = the checkpoint's own.
+    video_vae: str = ""
+    audio_vae: str = ""
 
     def check(self) -> None:
         dtype, mode = checks.parse_dtype(self.dtype), checks.parse_mode(self.mode)

@@ -68,17 +68,21 @@ def video_statistics(model: ComfyModel) -> torch.nn.Module:
     diffusion model without its VAE). Kept in model.extras. ValueError when the file holds none."""
     if model.vae is not None:
         return model.vae.first_stage_model.per_channel_statistics
-    if _STATISTICS_KEY not in model.extras:
+    if _STATISTICS_KEY not in model.extras and model.vae_files.video is not None:
+        # A separate VAE file keeps its statistics at the top level (per_channel_statistics.*).
+        model.extras[_STATISTICS_KEY] = _statistics_from_file(model.vae_files.video, prefix="")
+    elif _STATISTICS_KEY not in model.extras:
         model.extras[_STATISTICS_KEY] = _statistics_from_file(model.path)
     return model.extras[_STATISTICS_KEY]
 
 
-def _statistics_from_file(path: Path) -> torch.nn.Module:
+def _statistics_from_file(path: Path, prefix: str = "vae.") -> torch.nn.Module:
     from comfy.ldm.lightricks.vae.causal_video_autoencoder import processor
     from safetensors import safe_open
 
     with safe_open(str(path), framework="pt", device="cpu") as f:
-        missing = [STATISTICS_PREFIX + n for n in STATISTICS_NAMES if STATISTICS_PREFIX + n not in f.keys()]
+        stats_prefix = prefix + STATISTICS_PREFIX.removeprefix("vae.")
+        missing = [stats_prefix + n for n in STATISTICS_NAMES if stats_prefix + n not in f.keys()]
         if missing:
             raise ValueError(
                 f"{path} holds no video VAE statistics ({', '.join(missing)}), which the TDP Upscaler needs to "
@@ -86,7 +90,7 @@ def _statistics_from_file(path: Path) -> torch.nn.Module:
             )
         statistics = processor()
         for name in STATISTICS_NAMES:
-            statistics.register_buffer(name, f.get_tensor(STATISTICS_PREFIX + name))
+            statistics.register_buffer(name, f.get_tensor(stats_prefix + name))
     return statistics.eval()
 
 

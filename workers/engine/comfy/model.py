@@ -14,6 +14,15 @@ from typing import Any
 import torch
 
 
+@dataclass(frozen=True)
+class ComfyVaeFiles:
+    """VAE files separate from the diffusion model (LTX-2.5 ships them apart), loaded as VAELoader
+    loads them; None: the checkpoint's own."""
+
+    video: Path | None = None
+    audio: Path | None = None
+
+
 @dataclass
 class ComfyModel:
     """One LTX file on one rank. `patcher` is comfy.model_patcher.ModelPatcher (LTXAV inside) with
@@ -28,6 +37,7 @@ class ComfyModel:
     extras: dict[str, Any] = field(default_factory=dict)  # audio VAE, upsampler... loaded on demand
     base_patcher: Any = None  # None at construction: the loaded `patcher`
     loras: tuple[tuple[str, float], ...] = ()  # ((path, strength), ...) applied, strength-0 ones dropped
+    vae_files: ComfyVaeFiles = field(default_factory=ComfyVaeFiles)
 
     def __post_init__(self) -> None:
         if self.base_patcher is None:
@@ -39,17 +49,30 @@ class ComfyModel:
 
     @staticmethod
     def load(
-        path: Path, device: torch.device, dtype: torch.dtype | None, *, with_vae: bool = True
+        path: Path,
+        device: torch.device,
+        dtype: torch.dtype | None,
+        *,
+        with_vae: bool = True,
+        vae_files: ComfyVaeFiles | None = None,
     ) -> ComfyModel:
-        """Load `path` as ComfyUI would and put its weights on `device` (the rank's own)."""
+        """Load `path` as ComfyUI would and put its weights on `device` (the rank's own): a file with
+        a VAE as CheckpointLoaderSimple does, a diffusion model alone as UNETLoader does."""
         import comfy.model_management as mm
         import comfy.sd
 
+        vae_files = vae_files or ComfyVaeFiles()
         model_options: dict[str, Any] = {"load_device": device}
         if dtype is not None:
             model_options["dtype"] = dtype
-        # disable_dynamic: a rank holds its whole model on its own GPU; ComfyUI's dynamic VRAM
-        # (weights streamed on demand) would fight the all2all for memory and time.
+        if not _has_keys(path, ("vae.", "audio_vae.")):
+            # disable_dynamic here and below: a rank holds its whole model on its own GPU; ComfyUI's
+            # dynamic VRAM (weights streamed on demand) would fight the all2all for memory and time.
+            patcher = comfy.sd.load_diffusion_model(
+                str(path), model_options=model_options, disable_dynamic=True
+            )
+            mm.load_models_gpu([patcher], force_full_load=True)
+            return ComfyModel(path=path, dtype=dtype, patcher=patcher, vae_files=vae_files)
         patcher, _clip, vae, _ = comfy.sd.load_checkpoint_guess_config(
             str(path),
             output_vae=with_vae,
@@ -62,7 +85,8 @@ class ComfyModel:
         mm.load_models_gpu([patcher], force_full_load=True)
         # A diffusion-model-only file comes back with an empty VAE object: keep None (checkpoint_vae says why).
         has_vae = with_vae and vae is not None and vae.first_stage_model is not None
-        return ComfyModel(path=path, dtype=dtype, patcher=patcher, vae=vae if has_vae else None)
+        vae = vae if has_vae and vae_files.video is None else None
+        return ComfyModel(path=path, dtype=dtype, patcher=patcher, vae=vae, vae_files=vae_files)
 
     def checkpoint_vae(self) -> Any:
         """The file's video VAE as CheckpointLoaderSimple gives it, on this rank's device, ready to run.
@@ -72,26 +96,47 @@ class ComfyModel:
         """
         import comfy.model_management as mm
 
-        if self.vae is None:
+        if self.vae is None and self.vae_files.video is not None:
+            self.vae = load_vae_file(self.vae_files.video, self.patcher.load_device)
+        elif self.vae is None:
             self.vae = _load_checkpoint_vae(self.path, self.patcher)
         # As VAEDecode / VAEEncode do before every call: ComfyUI may have offloaded it for the sampler.
         mm.load_models_gpu([self.vae.patcher], force_full_load=True)
         return self.vae
 
 
+def load_vae_file(path: Path, device: torch.device) -> Any:
+    """comfy.sd.VAE of a separate VAE file as VAELoader builds it, on `device`. ValueError naming the
+    file when ComfyUI cannot build a VAE from it."""
+    import comfy.sd
+    import comfy.utils
+
+    sd, metadata = comfy.utils.load_torch_file(str(path), return_metadata=True)
+    vae = comfy.sd.VAE(sd=sd, metadata=metadata, device=device)
+    try:
+        vae.throw_exception_if_invalid()
+    except RuntimeError as exc:
+        raise ValueError(f"{path}: ComfyUI cannot build a VAE from this file ({exc})") from exc
+    return vae
+
+
+def _has_keys(path: Path, prefixes: tuple[str, ...]) -> bool:
+    import safetensors
+
+    with safetensors.safe_open(str(path), framework="pt") as f:
+        return any(key.startswith(prefixes) for key in f.keys())
+
+
 def _load_checkpoint_vae(path: Path, patcher: Any) -> Any:
     import comfy.sd
-    import safetensors
 
     prefixes = tuple(patcher.model.model_config.vae_key_prefix)
     # Read only the header first: a diffusion-model-only file would make ComfyUI's loader build the
     # whole transformer again before it finds no VAE.
-    with safetensors.safe_open(str(path), framework="pt") as f:
-        has_vae = any(key.startswith(prefixes) for key in f.keys())
-    if not has_vae:
+    if not _has_keys(path, prefixes):
         raise ValueError(
             f"{path} holds no video VAE ({', '.join(p + '*' for p in prefixes)} weights); the Distributed VAE "
-            "nodes need a single-file checkpoint with its VAE: load that file in MGPU Loader"
+            "nodes need its VAE: load a single-file checkpoint, or choose the VAE file in MGPU Loader's video_vae_name"
         )
     # ComfyUI's own VAE-only reload of a checkpoint (comfy.sd.load_checkpoint_vae_patcher), on our device.
     _model, _clip, vae, _ = comfy.sd.load_checkpoint_guess_config(

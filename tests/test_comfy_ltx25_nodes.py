@@ -1,0 +1,191 @@
+"""Our nodes on the tiny LTX-2.5 split files, comfy backend, CPU workers (1 and 2 ranks), against
+ComfyUI's native nodes on the same files in this process (opt-in: COMFYUI_PATH).
+
+MGPU Loader takes the diffusion model with its separate video and audio VAE files (as the
+video_ltx2_5_t2v template's UNETLoader + two VAELoaders) and reports family and weight format;
+SP Sampler = SamplerCustomAdvanced with LTXVDualCFGGuider and euler_ancestral (bf16 and int8
+convrot transformer); TDP Upscaler with one tile = LTXVLatentUpsampler + native stage 2;
+Distributed VAE Decode = VAEDecode (the diffusion decoder runs whole on one rank) and
+LTXVAudioVAEDecode. Bound: 1e-5 of the largest native magnitude, in float32.
+Run: COMFYUI_PATH=... python -m pytest -s tests/test_comfy_ltx25_nodes.py (figures are printed).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+import torch
+from test_tiny_ltx25 import FPS, FRAMES, HEIGHT, SEED, WIDTH, native25  # noqa: F401
+
+from conftest import assert_no_leaks
+from ltx2_mgpu.workers.group.manager import MGPUModel, get_manager
+
+pytestmark = pytest.mark.comfyui
+
+RELATIVE_TOLERANCE = 1e-5
+SIGMAS = "0.85, 0.725, 0.0"  # two euler_ancestral steps: noise, renoise and the last clean step
+CFG_VIDEO, CFG_AUDIO = 3.0, 7.0
+RANKS = (1, 2)
+
+
+def relative(ours: torch.Tensor, native: torch.Tensor) -> float:
+    assert ours.shape == native.shape
+    return float((ours.float() - native.float()).abs().max() / native.float().abs().max())
+
+
+def load_ours(tiny25, ranks: int, transformer) -> tuple[MGPUModel, str]:
+    from ltx2_mgpu.nodes.loader import LTX2MGPULoader
+
+    return LTX2MGPULoader().load(
+        transformer.name,
+        f"cpu:{ranks}",
+        "float32",
+        video_vae_name=tiny25.video_vae.name,
+        audio_vae_name=tiny25.audio_vae.name,
+    )
+
+
+@pytest.fixture(scope="module", params=RANKS, ids=lambda n: f"{n}ranks")
+def ours25(request, native25, tiny25) -> Iterator[tuple[MGPUModel, str]]:  # noqa: F811
+    yield load_ours(tiny25, request.param, tiny25.transformer)
+    get_manager().unload()
+    assert_no_leaks()
+
+
+def inputs(native25):  # noqa: F811
+    """Random CONDITIONING at the tiny text projection's width, the AV LATENT, SIGMAS (native nodes)."""
+    lt, cs = native25.lt, native25.cs
+    gen = torch.Generator().manual_seed(1)
+    width = native25.model.model.diffusion_model.cross_attention_dim + 64  # video 128 | audio 64
+    positive = [[torch.randn(1, 11, width, generator=gen), {"unprocessed_ltxav_embeds": True}]]
+    negative = [[torch.randn(1, 6, width, generator=gen), {"unprocessed_ltxav_embeds": True}]]
+    positive, negative = lt.LTXVConditioning.execute(positive, negative, FPS)[:2]
+    (video,) = lt.EmptyLTXVLatentVideo.execute(WIDTH, HEIGHT, FRAMES, 1)
+    (audio,) = native25.lt_audio.LTXVEmptyLatentAudio.execute(FRAMES, FPS, 1, native25.audio_vae)
+    (latent,) = lt.LTXVConcatAVLatent.execute(video, audio)
+    (sigmas,) = cs.ManualSigmas.execute(SIGMAS)
+    return positive, negative, latent, sigmas
+
+
+def native_sample(native25, model, positive, negative, latent, sigmas) -> list[torch.Tensor]:  # noqa: F811
+    cs = native25.cs
+    (guider,) = native25.lt.LTXVDualCFGGuider.execute(model, positive, negative, CFG_VIDEO, CFG_AUDIO)
+    with torch.inference_mode():
+        out = cs.SamplerCustomAdvanced.execute(
+            cs.RandomNoise.execute(SEED)[0],
+            guider,
+            cs.KSamplerSelect.execute("euler_ancestral")[0],
+            sigmas,
+            latent,
+        )[0]
+    return [t.clone() for t in out["samples"].unbind()]
+
+
+def our_sample(model: MGPUModel, positive, negative, latent, sigmas) -> list[torch.Tensor]:
+    from ltx2_mgpu.nodes.sp_sampler import LTX2SPSampler
+
+    (out,) = LTX2SPSampler().sample(
+        model, positive, negative, latent, sigmas, "euler_ancestral", CFG_VIDEO, CFG_AUDIO, SEED
+    )
+    return [t.clone() for t in out["samples"].unbind()]
+
+
+def test_loader_reports_family_and_format(ours25):
+    _model, info = ours25
+    assert "LTX-2.5" in info and "bf16" in info and "ltx-2.5-tiny-video-vae" in info
+
+
+def test_sp_sampler_matches_native_dual_cfg(native25, ours25):  # noqa: F811
+    model, _ = ours25
+    args = inputs(native25)
+    native = native_sample(native25, native25.model, *args)
+    ours = our_sample(model, *args)
+    found = [relative(a, b) for a, b in zip(ours, native)]
+    print(
+        f"\n[LTX-2.5 SP Sampler, {model.world_size} ranks] video rel {found[0]:.2e} | audio rel {found[1]:.2e}"
+    )
+    assert max(found) <= RELATIVE_TOLERANCE
+
+
+def test_distributed_vae_decode_matches_vaedecode_and_audio_decode(native25, ours25):  # noqa: F811
+    from ltx2_mgpu.nodes.vae_decode import LTX2DistributedVAEDecode
+
+    model, _ = ours25
+    gen = torch.Generator().manual_seed(3)
+    video, audio = torch.randn(1, 128, 3, 3, 3, generator=gen), torch.randn(1, 8, 18, 16, generator=gen)
+    with torch.inference_mode():
+        (frames,) = native25.nodes.VAEDecode().decode(native25.video_vae, {"samples": video})
+        (sound,) = native25.lt_audio.LTXVAudioVAEDecode.execute(
+            {"samples": audio, "type": "audio"}, native25.audio_vae
+        )
+    (latent,) = native25.lt.LTXVConcatAVLatent.execute(
+        {"samples": video}, {"samples": audio, "type": "audio"}
+    )
+    images, ours_audio = LTX2DistributedVAEDecode().decode(model, latent, mode="exact")
+    v_rel = relative(images, frames)
+    a_rel = relative(ours_audio["waveform"], sound["waveform"])
+    print(f"\n[LTX-2.5 decode, {model.world_size} ranks] video rel {v_rel:.2e} | audio rel {a_rel:.2e}")
+    assert v_rel <= RELATIVE_TOLERANCE and a_rel <= RELATIVE_TOLERANCE
+    assert ours_audio["sample_rate"] == sound["sample_rate"]
+
+
+def test_tdp_one_tile_matches_native_stage2(native25, ours25, tiny25):  # noqa: F811
+    from ltx2_mgpu.nodes.tdp_upscaler import LTX2TDPUpscaler
+
+    model, _ = ours25
+    positive, negative, _latent, sigmas = inputs(native25)
+    gen = torch.Generator().manual_seed(4)
+    video, audio = torch.randn(1, 128, 3, 2, 2, generator=gen), torch.randn(1, 8, 18, 16, generator=gen)
+    cs, lt = native25.cs, native25.lt
+    with torch.inference_mode():
+        (up,) = native25.upsampler.LTXVLatentUpsampler.execute(
+            {"samples": video}, native25.upscaler, native25.video_vae
+        )
+    (latent,) = lt.LTXVConcatAVLatent.execute(up, {"samples": audio, "noise_mask": torch.zeros_like(audio)})
+    (guider,) = cs.CFGGuider.execute(native25.model, positive, negative, CFG_VIDEO)
+    with torch.inference_mode():
+        native = cs.SamplerCustomAdvanced.execute(
+            cs.RandomNoise.execute(SEED)[0],
+            guider,
+            cs.KSamplerSelect.execute("euler_ancestral")[0],
+            sigmas,
+            latent,
+        )[0]["samples"].unbind()
+    stage1 = {"samples": native25.NestedTensor((video, audio))}
+    (out,) = LTX2TDPUpscaler().upscale(
+        model, positive, negative, stage1, tiny25.spatial_upscaler.name, "euler_ancestral", CFG_VIDEO, SEED,
+        "1x1", 0, sigmas=sigmas,
+    )  # fmt: skip
+    ours = out["samples"].tensors
+    rel = relative(ours[0], native[0])
+    print(f"\n[LTX-2.5 TDP one tile, {model.world_size} ranks] video rel {rel:.2e}")
+    assert rel <= RELATIVE_TOLERANCE
+    assert torch.equal(ours[1], audio)
+
+
+def test_sp_sampler_on_the_int8_convrot_transformer(native25, tiny25):  # noqa: F811
+    model, info = load_ours(tiny25, 2, tiny25.transformer_int8)
+    try:
+        assert "int8 convrot" in info
+        args = inputs(native25)
+        native = native_sample(native25, native25.model_int8, *args)
+        ours = our_sample(model, *args)
+    finally:
+        get_manager().unload()
+        assert_no_leaks()
+    found = [relative(a, b) for a, b in zip(ours, native)]
+    print(f"\n[LTX-2.5 int8 convrot SP Sampler, 2 ranks] video rel {found[0]:.2e} | audio rel {found[1]:.2e}")
+    assert max(found) <= RELATIVE_TOLERANCE
+
+
+def test_ltxcore_backend_refuses_ltx25_before_loading(tiny25):
+    from ltx2_mgpu.workers.wire.errors import JobInputError
+
+    model = MGPUModel.create(tiny25.transformer, devices="cpu:1", dtype="float32", backend="ltxcore")
+    try:
+        with pytest.raises(JobInputError, match=r"LTX-2\.5.*ltx-core 1\.0\.0.*inside ComfyUI"):
+            get_manager().acquire(model)
+    finally:
+        get_manager().unload()
+        assert_no_leaks()
