@@ -10,6 +10,7 @@ from ..workers.group.client import output_slot
 from ..workers.group.manager import MGPUModel
 from ..workers.text.text_encoder import open_gemma
 from ..workers.text.text_tokenizer import load_prompt_tokenizer
+from ..workers.wire.model_family import is_gemma4_file
 from ..workers.wire.model_files import read_safetensors_header
 from ..workers.wire.requests import TEXT_PLACEMENTS as PLACEMENTS
 from ..workers.wire.requests import EncodeText
@@ -135,6 +136,12 @@ class LTX2MGPUTextEncode:
         if placement not in PLACEMENTS:
             raise ValueError(f"placement {placement!r} is not one of {', '.join(PLACEMENTS)}")
         path = resolve_text_encoder(text_encoder)
+        if path.is_file() and is_gemma4_file(path):
+            raise ValueError(
+                f"{path.name} is Gemma 4 (LTX-2.5's text encoder), which MGPU Text Encode does not run yet; "
+                "encode with ComfyUI's CLIPLoader (type ltxv) + CLIPTextEncode on this file: its CONDITIONING "
+                "goes straight into the SP Sampler and TDP Upscaler"
+            )
         open_gemma(path)  # the file's own errors first, before a tokenizer is looked for
         ids = load_prompt_tokenizer(path).token_ids(text)
         out = output_slot((1, len(ids), projection_width(mgpu_model.checkpoint)), torch.float32)

@@ -189,3 +189,12 @@ def test_ltxcore_backend_refuses_ltx25_before_loading(tiny25):
     finally:
         get_manager().unload()
         assert_no_leaks()
+
+
+def test_mgpu_text_encode_refuses_gemma4_with_the_native_way(native25, tiny25):  # noqa: F811
+    from ltx2_mgpu.nodes.text_encode import LTX2MGPUTextEncode
+
+    model = MGPUModel.create(tiny25.transformer, devices="cpu:1", dtype="float32", backend="comfy")
+    with pytest.raises(ValueError, match=r"Gemma 4.*CLIPLoader \(type ltxv\) \+ CLIPTextEncode"):
+        LTX2MGPUTextEncode().encode(model, tiny25.text_encoder.name, "a fox")
+    assert get_manager().group is None  # refused before any worker started

@@ -148,6 +148,16 @@ def _comfy_quant_format(path: str | Path, entry: dict, data_start: int) -> str:
     return name
 
 
+def is_gemma4_file(path: str | Path) -> bool:
+    """Whether a text-encoder file is Gemma 4 (LTX-2.5's encoder): its layers carry a `layer_scalar`,
+    which Gemma 3's do not. False for files that are not safetensors (the caller's checks name them)."""
+    try:
+        entries, _metadata, _ = read_header(path)
+    except ValueError:
+        return False
+    return any(k.startswith("model.layers.") and k.endswith(".layer_scalar") for k in entries)
+
+
 def read_vae_kind(path: str | Path) -> str:
     """VIDEO_VAE_DIFFUSION, VIDEO_VAE_CONV or AUDIO_VAE for a separate VAE file; ValueError otherwise."""
     entries, _metadata, _ = read_header(path)
