@@ -10,10 +10,11 @@ from ..workers.group.client import output_slot
 from ..workers.group.manager import MGPUModel
 from ..workers.text.text_encoder import open_gemma
 from ..workers.text.text_tokenizer import load_prompt_tokenizer
+from ..workers.wire.backend import BACKEND_COMFY
 from ..workers.wire.model_family import is_gemma4_file
 from ..workers.wire.model_files import read_safetensors_header
 from ..workers.wire.requests import TEXT_PLACEMENTS as PLACEMENTS
-from ..workers.wire.requests import EncodeText
+from ..workers.wire.requests import EncodeGemma4, EncodeText
 from . import comfy
 from .jobs import run_job
 from .loader import CATEGORY
@@ -27,6 +28,8 @@ DUAL_PROJECTION_KEYS = (
 )
 # HF-style folders are listed as "<relative folder>/" (ComfyUI lists files only); how deep to look.
 MAX_FOLDER_DEPTH = 2
+# Room for the tokens Gemma 4's tokenizer adds around a prompt (BOS; generous).
+GEMMA4_SPECIAL_TOKENS = 16
 
 
 def _hf_folders(root: Path) -> list[Path]:
@@ -84,6 +87,31 @@ def projection_width(checkpoint: str | Path) -> int:
     return int(shape[0])
 
 
+def encode_gemma4(mgpu_model: MGPUModel, path: Path, text: str, node_id) -> list:
+    """CONDITIONING of LTX-2.5's Gemma 4 file, computed by ComfyUI's own encoder on rank 0
+    (workers/rank/ops_text_gemma4.py). The comfy backend only: ltx-core has no Gemma 4."""
+    if mgpu_model.backend != BACKEND_COMFY:
+        raise ValueError(
+            f"{path.name} is Gemma 4 (LTX-2.5's text encoder), which runs on the comfy backend only; load the "
+            "model inside ComfyUI with MGPU Loader mode comfyui, or encode with CLIPLoader (type ltxv) + "
+            "CLIPTextEncode"
+        )
+    shapes = read_safetensors_header(path).shapes
+    if not all(key in shapes for key in DUAL_PROJECTION_KEYS):
+        raise ValueError(
+            f"{path.name} is Gemma 4 without the LTX projection ({DUAL_PROJECTION_KEYS[0]}); LTX-2.5 needs "
+            "the 'with-proj' text encoder file (gemma4-12b-with-proj-ltx-2.5)"
+        )
+    width = sum(int(shapes[key][0]) for key in DUAL_PROJECTION_KEYS)
+    # Gemma's byte-fallback tokens never outnumber the prompt's UTF-8 bytes; + BOS and slack.
+    max_tokens = len(text.encode("utf-8")) + GEMMA4_SPECIAL_TOKENS
+    out = output_slot((1, max_tokens, width), torch.float32)
+    request = EncodeGemma4(text_encoder=str(path), text=text, outputs=[out])
+    results = run_job(mgpu_model, request, node_id=node_id, total=1)
+    tokens = int(results[0]["tokens"])
+    return [[out.tensor[:, :tokens].clone(), {"pooled_output": None, "unprocessed_ltxav_embeds": True}]]
+
+
 class LTX2MGPUTextEncode:
     DESCRIPTION = (
         "Encodes a prompt with Gemma 3 (the LTX-2 text encoder) on the worker group's GPUs: layers spread over "
@@ -107,7 +135,8 @@ class LTX2MGPUTextEncode:
                     text_encoder_choices(),
                     {
                         "tooltip": "Gemma 3 12B: the file LTXAVTextEncoderLoader takes (e.g. gemma_3_12B_it.safetensors), "
-                        "or a google/gemma-3-12b-it folder (listed as 'name/')."
+                        "or a google/gemma-3-12b-it folder (listed as 'name/'). LTX-2.5: the Gemma 4 file "
+                        "CLIPLoader takes (gemma4-12b-with-proj-ltx-2.5), run by ComfyUI's own encoder on one GPU."
                     },
                 ),
                 "text": (
@@ -137,11 +166,7 @@ class LTX2MGPUTextEncode:
             raise ValueError(f"placement {placement!r} is not one of {', '.join(PLACEMENTS)}")
         path = resolve_text_encoder(text_encoder)
         if path.is_file() and is_gemma4_file(path):
-            raise ValueError(
-                f"{path.name} is Gemma 4 (LTX-2.5's text encoder), which MGPU Text Encode does not run yet; "
-                "encode with ComfyUI's CLIPLoader (type ltxv) + CLIPTextEncode on this file: its CONDITIONING "
-                "goes straight into the SP Sampler and TDP Upscaler"
-            )
+            return (encode_gemma4(mgpu_model, path, text, unique_id),)
         open_gemma(path)  # the file's own errors first, before a tokenizer is looked for
         ids = load_prompt_tokenizer(path).token_ids(text)
         out = output_slot((1, len(ids), projection_width(mgpu_model.checkpoint)), torch.float32)

@@ -191,10 +191,17 @@ def test_ltxcore_backend_refuses_ltx25_before_loading(tiny25):
         assert_no_leaks()
 
 
-def test_mgpu_text_encode_refuses_gemma4_with_the_native_way(native25, tiny25):  # noqa: F811
+def test_mgpu_text_encode_gemma4_matches_clip_text_encode(native25, ours25, tiny25):  # noqa: F811
     from ltx2_mgpu.nodes.text_encode import LTX2MGPUTextEncode
 
-    model = MGPUModel.create(tiny25.transformer, devices="cpu:1", dtype="float32", backend="comfy")
-    with pytest.raises(ValueError, match=r"Gemma 4.*CLIPLoader \(type ltxv\) \+ CLIPTextEncode"):
-        LTX2MGPUTextEncode().encode(model, tiny25.text_encoder.name, "a fox")
-    assert get_manager().group is None  # refused before any worker started
+    model, _ = ours25
+    prompt = "A red fox runs through fresh snow at dawn, cinematic."
+    with torch.inference_mode():
+        (native,) = native25.nodes.CLIPTextEncode().encode(native25.clip, prompt)
+    (ours,) = LTX2MGPUTextEncode().encode(model, tiny25.text_encoder.name, prompt)
+    rel = relative(ours[0][0], native[0][0])
+    print(
+        f"\n[LTX-2.5 Gemma 4 text encode, {model.world_size} ranks] rel {rel:.2e}, {ours[0][0].shape[1]} tokens"
+    )
+    assert rel <= RELATIVE_TOLERANCE
+    assert ours[0][1]["unprocessed_ltxav_embeds"] is native[0][1]["unprocessed_ltxav_embeds"] is True

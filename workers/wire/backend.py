@@ -19,7 +19,16 @@ BACKENDS = (BACKEND_COMFY, BACKEND_LTXCORE)
 # Forces a backend: "comfy" (an error without a usable ComfyUI), "ltxcore", or "auto" (default).
 ENV_BACKEND = "LTX2_MGPU_BACKEND"
 # Commands the comfy backend serves; the others run on ltx-core until they are ported (issue 17).
-COMFY_OPS = ("sample", "encode_text", "set_loras", "lora_state", "tdp_upscale", "vae_decode", "vae_encode")
+COMFY_OPS = (
+    "sample",
+    "encode_text",
+    "encode_gemma4",
+    "set_loras",
+    "lora_state",
+    "tdp_upscale",
+    "vae_decode",
+    "vae_encode",
+)
 
 
 @dataclass(frozen=True)

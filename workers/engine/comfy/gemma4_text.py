@@ -1,0 +1,109 @@
+"""LTX-2.5's text encoder (Gemma 4 12B with the LTX projection) run by ComfyUI's own code in a rank.
+
+The 12B file loads exactly as CLIPLoader(type ltxv) loads it (comfy.sd.load_clip). ComfyUI builds
+Gemma 4 12B from a fixed config, so a file of other widths (the embedded tiny one) is built from
+the same classes with the sizes read from its weights; everything else (tokenizer, Gemma's forward,
+the token cut, the dual projection) is ComfyUI's. Encoding is CLIPTextEncode's two calls, so the
+CONDITIONING is native's. Import only after bootstrap.import_comfyui.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from pathlib import Path
+from typing import Any
+
+import torch
+
+# Gemma 4 12B as ComfyUI's Gemma4_12B_Config sizes it; a file with these loads through load_clip.
+_GEMMA4_12B_HIDDEN, _GEMMA4_12B_LAYERS = 3840, 48
+TOKENIZER_KEY = "tokenizer_json"
+
+
+def load_gemma4_text_encoder(path: Path, device: torch.device) -> Any:
+    """comfy.sd.CLIP of a Gemma 4 "with projection" file, on `device`."""
+    import comfy.sd
+    import comfy.utils
+
+    sd = comfy.utils.load_torch_file(str(path), safe_load=True)
+    hidden, layers = sd["model.embed_tokens.weight"].shape[1], _count_layers(sd)
+    options = {"load_device": device, "offload_device": device}
+    if (hidden, layers) == (_GEMMA4_12B_HIDDEN, _GEMMA4_12B_LAYERS):
+        return comfy.sd.load_clip([str(path)], clip_type=comfy.sd.CLIPType.LTXV, model_options=options)
+    return _clip_at_file_sizes(sd, options)
+
+
+def encode(clip: Any, text: str) -> torch.Tensor:
+    """CLIPTextEncode's CONDITIONING tensor [1, tokens, video + audio width], float32 on the CPU."""
+    tokens = clip.tokenize(text)
+    conditioning = clip.encode_from_tokens_scheduled(tokens, show_pbar=False)
+    return conditioning[0][0].to(device="cpu", dtype=torch.float32)
+
+
+def _count_layers(sd: dict[str, torch.Tensor]) -> int:
+    return 1 + max(int(k.split(".")[2]) for k in sd if k.startswith("model.layers."))
+
+
+def _clip_at_file_sizes(sd: dict[str, torch.Tensor], options: dict) -> Any:
+    import comfy.sd
+    import comfy.supported_models_base
+    from comfy.text_encoders import gemma4, lt
+
+    model_class = _gemma4_class_from_weights(sd, gemma4)
+    clip_class = lt.ltxav_te(
+        **lt.sd_detect([sd]),
+        text_encoder_model=gemma4.gemma4_text_encoder_model(model_class),
+        text_encoder_key="gemma4",
+    )
+    tokenizer = lt.ltxav_gemma4_tokenizer(gemma4.Gemma4_12B.tokenizer)
+    target = comfy.supported_models_base.ClipTarget(tokenizer, clip_class)
+    tokenizer_data = {TOKENIZER_KEY: sd[TOKENIZER_KEY]} if TOKENIZER_KEY in sd else {}
+    return comfy.sd.CLIP(target, state_dict=[sd], tokenizer_data=tokenizer_data, model_options=options)
+
+
+def _gemma4_class_from_weights(sd: dict[str, torch.Tensor], gemma4: Any) -> type:
+    """ComfyUI's Gemma4UnifiedBase with 12B's settings and the sizes the weights have."""
+    head_dim = sd["model.layers.0.self_attn.q_norm.weight"].shape[0]
+    global_layer = next(  # 12B: every sixth layer is global, its V shared with K (no v_proj)
+        i for i in range(_count_layers(sd)) if f"model.layers.{i}.self_attn.v_proj.weight" not in sd
+    )
+    global_head_dim = sd[f"model.layers.{global_layer}.self_attn.q_norm.weight"].shape[0]
+    patch_dense = sd["vision_model.patch_dense.weight"]
+    vision = dict(gemma4.Gemma4_12B_Config.vision_config) | {
+        "model_patch_size": math.isqrt(patch_dense.shape[1] // 3),
+        "mm_embed_dim": patch_dense.shape[0],
+        "mm_posemb_size": sd["vision_model.pos_embedding"].shape[0],
+        "output_proj_dims": sd["multi_modal_projector.embedding_projection.weight"].shape[1],
+    }
+    audio = dict(gemma4.Gemma4_12B_Config.audio_config) | {
+        "output_proj_dims": sd["audio_projector.embedding_projection.weight"].shape[1],
+    }
+    config_cls = dataclasses.make_dataclass(
+        "Gemma4ConfigFromWeights",
+        [],
+        bases=(gemma4.Gemma4_12B_Config,),
+        namespace={
+            "head_dim": head_dim,
+            "global_head_dim": global_head_dim,
+            "vision_config": vision,
+            "audio_config": audio,
+            "suppress_tokens": [],  # generation only; 12B's ids lie outside a smaller vocabulary
+        },
+    )
+    sizes = {
+        "vocab_size": sd["model.embed_tokens.weight"].shape[0],
+        "hidden_size": sd["model.embed_tokens.weight"].shape[1],
+        "intermediate_size": sd["model.layers.0.mlp.gate_proj.weight"].shape[0],
+        "num_hidden_layers": _count_layers(sd),
+        "num_attention_heads": sd["model.layers.0.self_attn.q_proj.weight"].shape[0] // head_dim,
+        "num_key_value_heads": sd["model.layers.0.self_attn.k_proj.weight"].shape[0] // head_dim,
+    }
+
+    class Gemma4FromWeights(gemma4.Gemma4UnifiedBase):
+        def __init__(self, config_dict: dict, dtype: Any, device: Any, operations: Any) -> None:
+            super().__init__()
+            self._init_model(config_cls(**(sizes | config_dict)), dtype, device, operations)
+
+    Gemma4FromWeights.tokenizer = gemma4.Gemma4UnifiedTokenizer
+    return Gemma4FromWeights
