@@ -205,3 +205,17 @@ def test_mgpu_text_encode_gemma4_matches_clip_text_encode(native25, ours25, tiny
     )
     assert rel <= RELATIVE_TOLERANCE
     assert ours[0][1]["unprocessed_ltxav_embeds"] is native[0][1]["unprocessed_ltxav_embeds"] is True
+
+
+def test_distributed_vae_encode_matches_vaeencode(native25, ours25):  # noqa: F811
+    """The 2.5 video VAE keeps LTX-2's conv encoder: encoded in bands over the group as for LTX-2."""
+    from ltx2_mgpu.nodes.vae_encode import LTX2DistributedVAEEncode
+
+    model, _ = ours25
+    pixels = torch.rand(FRAMES, HEIGHT, WIDTH, 3, generator=torch.Generator().manual_seed(5))
+    with torch.inference_mode():
+        (native,) = native25.nodes.VAEEncode().encode(native25.video_vae, pixels)
+    (ours,) = LTX2DistributedVAEEncode().encode(model, pixels)
+    rel = relative(ours["samples"], native["samples"])
+    print(f"\n[LTX-2.5 encode, {model.world_size} ranks] rel {rel:.2e}")
+    assert rel <= RELATIVE_TOLERANCE

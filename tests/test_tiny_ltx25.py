@@ -148,3 +148,14 @@ def test_native_one_step_sample_and_decode(native25):
     assert 0.3 < frames.mean().item() < 0.7  # not saturated: decoded pixels mostly inside [-1, 1]
     assert sound[0]["waveform"].shape[:2] == (1, 2) and sound[0]["sample_rate"] == 24000
     assert up["samples"].shape == (1, 128, 3, 6, 6)
+
+
+def test_comfyui_applies_the_tiny_lora_to_every_target(native25, tiny25):
+    import comfy.utils
+
+    from ltx2_mgpu.workers.embedded.tiny_ltx25 import LORA_TARGETS, NUM_LAYERS
+
+    lora = comfy.utils.load_torch_file(str(tiny25.lora))
+    with torch.inference_mode():
+        patched, _clip = native25.sd.load_lora_for_models(native25.model, None, lora, 1.0, 0.0)
+    assert len(patched.patches) == NUM_LAYERS * len(LORA_TARGETS)

@@ -222,12 +222,13 @@ def _write_upscaler(path: Path, seed: int) -> None:
 
 
 def _write_lora(path: Path, transformer: dict[str, torch.Tensor], seed: int) -> None:
-    """A rank-4 LoRA (ComfyUI's lora_A / lora_B names) on every block's video self-attention."""
+    """A rank-4 LoRA on every block's video self-attention, named as the released LTX LoRAs
+    (`diffusion_model.<layer>.lora_A/B.weight`, which ComfyUI's LoRA loaders map)."""
     tensors: dict[str, torch.Tensor] = {}
     for block in range(NUM_LAYERS):
         for target in LORA_TARGETS:
-            layer = f"{DIFFUSION_PREFIX}transformer_blocks.{block}.{target}"
-            out_dim, in_dim = transformer[layer + ".weight"].shape
+            layer = f"diffusion_model.transformer_blocks.{block}.{target}"
+            out_dim, in_dim = transformer[f"model.{layer}.weight"].shape
             down = torch.randn((LORA_RANK, in_dim), generator=_generator(seed, layer + ".lora_A"))
             up = torch.randn((out_dim, LORA_RANK), generator=_generator(seed, layer + ".lora_B"))
             # delta = up @ down has std ~ 0.3 / sqrt(in): a visible change, small next to the weight.
