@@ -219,3 +219,22 @@ def test_distributed_vae_encode_matches_vaeencode(native25, ours25):  # noqa: F8
     rel = relative(ours["samples"], native["samples"])
     print(f"\n[LTX-2.5 encode, {model.world_size} ranks] rel {rel:.2e}")
     assert rel <= RELATIVE_TOLERANCE
+
+
+def test_loader_refuses_ltx25_on_ltxcore_before_any_worker(native25, tiny25):  # noqa: F811
+    from ltx2_mgpu.nodes.loader import LTX2MGPULoader
+
+    before = get_manager().group
+    with pytest.raises(
+        ValueError, match=r"LTX-2\.5 model, which only runs on the comfy backend.*inside ComfyUI"
+    ):
+        LTX2MGPULoader().load(
+            tiny25.transformer.name, "cpu:1", "float32", mode="reference",
+            video_vae_name=tiny25.video_vae.name, audio_vae_name=tiny25.audio_vae.name,
+        )  # fmt: skip
+    with pytest.raises(ValueError, match=r"is an audio VAE but was given as the video VAE of"):
+        LTX2MGPULoader().load(
+            tiny25.transformer.name, "cpu:1", "float32",
+            video_vae_name=tiny25.audio_vae.name, audio_vae_name=tiny25.audio_vae.name,
+        )  # fmt: skip
+    assert get_manager().group is before  # refused before the group was touched
