@@ -238,3 +238,25 @@ def test_loader_refuses_ltx25_on_ltxcore_before_any_worker(native25, tiny25):  #
             video_vae_name=tiny25.audio_vae.name, audio_vae_name=tiny25.audio_vae.name,
         )  # fmt: skip
     assert get_manager().group is before  # refused before the group was touched
+
+
+def test_distributed_decode_of_the_conv_decoder_option_is_split_and_native(native25, tiny25):  # noqa: F811
+    """With LTX-2.5's conv-decoder VAE the decode is split in bands over the group, = VAEDecode."""
+    from ltx2_mgpu.nodes.loader import LTX2MGPULoader
+    from ltx2_mgpu.nodes.vae_decode import LTX2DistributedVAEDecode
+
+    model, _info = LTX2MGPULoader().load(
+        tiny25.transformer.name, "cpu:2", "float32",
+        video_vae_name=tiny25.conv_video_vae.name, audio_vae_name=tiny25.audio_vae.name,
+    )  # fmt: skip
+    video = torch.randn(1, 128, 3, 3, 4, generator=torch.Generator().manual_seed(6))
+    try:
+        with torch.inference_mode():
+            (native,) = native25.nodes.VAEDecode().decode(native25.conv_video_vae, {"samples": video})
+        images, _audio = LTX2DistributedVAEDecode().decode(model, {"samples": video}, mode="exact")
+    finally:
+        get_manager().unload()
+        assert_no_leaks()
+    rel = relative(images, native)
+    print(f"\n[LTX-2.5 conv-decoder VAE, 2 ranks, banded] rel {rel:.2e}")
+    assert rel <= RELATIVE_TOLERANCE

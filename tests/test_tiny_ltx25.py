@@ -63,12 +63,13 @@ def native25(tiny25) -> Iterator[SimpleNamespace]:
         (model,) = nodes.UNETLoader().load_unet(tiny25.transformer.name, "default")
         (model_int8,) = nodes.UNETLoader().load_unet(tiny25.transformer_int8.name, "default")
         (video_vae,) = nodes.VAELoader().load_vae(tiny25.video_vae.name)
+        (conv_video_vae,) = nodes.VAELoader().load_vae(tiny25.conv_video_vae.name)
         (audio_vae,) = nodes.VAELoader().load_vae(tiny25.audio_vae.name)
         (upscaler,) = nodes_hunyuan.LatentUpscaleModelLoader.execute(tiny25.spatial_upscaler.name)
         clip, text_sd = load_text_encoder(comfy.sd, tiny25.text_encoder)
         yield SimpleNamespace(
             sd=comfy.sd, nodes=nodes, cs=cs, lt=lt, lt_audio=lt_audio, upsampler=nodes_lt_upsampler,
-            model=model, model_int8=model_int8, video_vae=video_vae, audio_vae=audio_vae,
+            model=model, model_int8=model_int8, video_vae=video_vae, conv_video_vae=conv_video_vae, audio_vae=audio_vae,
             upscaler=upscaler, clip=clip, text_sd=text_sd, NestedTensor=comfy.nested_tensor.NestedTensor,
         )  # fmt: skip
 
@@ -104,6 +105,7 @@ def test_comfyui_loaders_detect_ltx25(native25):
     assert type(q_int8).__name__ == "QuantizedTensor" and q_int8._params.convrot
     assert type(native25.video_vae.first_stage_model).__name__ == "CausalDiffusionVAE"
     assert type(native25.audio_vae.first_stage_model).__name__ == "AudioVAE"
+    assert type(native25.conv_video_vae.first_stage_model).__name__ == "VideoVAE"
     assert type(native25.upscaler.model).__name__ == "LatentUpsampler"
     assert native25.sd.detect_te_model(native25.text_sd).name == "GEMMA_4_12B"
 

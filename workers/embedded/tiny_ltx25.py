@@ -14,7 +14,9 @@ writes ComfyUI's model folders:
   transformer blocks' Linears in ComfyUI's int8 "convrot" format (int8 weight, per-channel
   `weight_scale`, a `comfy_quant` entry per layer), as the released comfy-int8-convrot file.
 - text_encoders/gemma4-tiny-with-proj-ltx-2.5.safetensors (tiny_gemma4).
-- vae/ltx-2.5-tiny-video-vae.safetensors, vae/ltx-2.5-tiny-audio-vae.safetensors (tiny_ltx25_vae).
+- vae/ltx-2.5-tiny-video-vae.safetensors (diffusion decoder, as released),
+  vae/ltx-2.5-tiny-video-vae-conv-decoder.safetensors (the conv decoder option),
+  vae/ltx-2.5-tiny-audio-vae.safetensors (tiny_ltx25_vae).
 - latent_upscale_models/ltx-2.5-tiny-latent-spatial-upscaler-x2.safetensors.
 - loras/ltx-2.5-tiny-lora.safetensors: a rank-4 LoRA on the transformer blocks' attention.
 
@@ -32,7 +34,14 @@ import torch
 
 from .tiny_comfy import comfyui_for_tiny, random_state
 from .tiny_gemma4 import make_tiny_gemma4
-from .tiny_ltx25_vae import AUDIO_VAE_FILE_NAME, VIDEO_VAE_FILE_NAME, tiny_audio_vae_25, tiny_video_vae_25
+from .tiny_ltx25_vae import (
+    AUDIO_VAE_FILE_NAME,
+    CONV_VIDEO_VAE_FILE_NAME,
+    VIDEO_VAE_FILE_NAME,
+    tiny_audio_vae_25,
+    tiny_conv_video_vae_25,
+    tiny_video_vae_25,
+)
 from .tiny_model import CONV_GAIN, TRANSFORMER_GAIN, _generator, _save, tiny_upsampler_config
 
 TRANSFORMER_FILE_NAME = "ltx-2.5-tiny-transformer-bf16.safetensors"
@@ -104,6 +113,7 @@ class TinyLtx25Files:
     transformer_int8: Path
     text_encoder: Path
     video_vae: Path
+    conv_video_vae: Path
     audio_vae: Path
     spatial_upscaler: Path
     lora: Path
@@ -115,6 +125,7 @@ class TinyLtx25Files:
             self.transformer_int8,
             self.text_encoder,
             self.video_vae,
+            self.conv_video_vae,
             self.audio_vae,
             self.spatial_upscaler,
             self.lora,
@@ -129,6 +140,7 @@ def make_tiny_ltx25_paths(models_dir: Path | str, seed: int = 0) -> TinyLtx25Fil
         transformer_int8=root / "diffusion_models" / TRANSFORMER_INT8_FILE_NAME,
         text_encoder=root / "text_encoders" / TEXT_ENCODER_FILE_NAME,
         video_vae=root / "vae" / VIDEO_VAE_FILE_NAME,
+        conv_video_vae=root / "vae" / CONV_VIDEO_VAE_FILE_NAME,
         audio_vae=root / "vae" / AUDIO_VAE_FILE_NAME,
         spatial_upscaler=root / "latent_upscale_models" / UPSCALER_FILE_NAME,
         lora=root / "loras" / LORA_FILE_NAME,
@@ -148,6 +160,7 @@ def make_tiny_ltx25(models_dir: Path | str, seed: int = 0) -> TinyLtx25Files:
     _save_int8_convrot(tensors, config, files.transformer_int8)
     make_tiny_gemma4(files.text_encoder, seed, VIDEO_DIM, AUDIO_DIM)
     tiny_video_vae_25(files.video_vae, seed)
+    tiny_conv_video_vae_25(files.conv_video_vae, seed)
     tiny_audio_vae_25(files.audio_vae, seed)
     _write_upscaler(files.spatial_upscaler, seed)
     _write_lora(files.lora, tensors, seed)

@@ -1,4 +1,5 @@
-"""The tiny LTX-2.5 VAE files: the video VAE with its diffusion decoder, and the audio VAE.
+"""The tiny LTX-2.5 VAE files: the video VAE with its diffusion decoder (as released) or with the
+conv decoder (the option LTX-2.5 keeps; ComfyUI's VideoVAE), and the audio VAE.
 
 Both are built with ComfyUI's classes at small widths (tiny_comfy), saved under the key names and
 with the metadata "config" that ComfyUI's VAELoader reads:
@@ -22,6 +23,7 @@ from .tiny_comfy import comfyui_for_tiny, random_state
 from .tiny_model import CONV_GAIN, _save, tiny_checkpoint_config
 
 VIDEO_VAE_FILE_NAME = "ltx-2.5-tiny-video-vae.safetensors"
+CONV_VIDEO_VAE_FILE_NAME = "ltx-2.5-tiny-video-vae-conv-decoder.safetensors"
 AUDIO_VAE_FILE_NAME = "ltx-2.5-tiny-audio-vae.safetensors"
 # Decoder widths: each pixel-shuffle stage divides the width by its reduction (released:
 # 2048, 1024, 512, 512, 256 with 64-wide heads); here 8-wide heads, 1 to 8 per stage.
@@ -93,6 +95,24 @@ def tiny_video_vae_25(out_path: Path | str, seed: int = 0) -> Path:
     tensors = random_state(vae, lambda key: key, seed, CONV_GAIN)
     out_key = "decoder.conv_out.weight"
     tensors[out_key] = tensors[out_key] * VIDEO_OUTPUT_GAIN
+    path = Path(out_path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    _save(tensors, config, path)
+    return path
+
+
+def tiny_conv_video_vae_25(out_path: Path | str, seed: int = 0) -> Path:
+    """Write the tiny LTX-2.5 video VAE with the conv decoder (LTX-2.5 keeps it as an option; ComfyUI
+    builds it as VideoVAE from the metadata config): the LTX-2 tiny VAE's settings, drawn with
+    ComfyUI's class, keys `encoder.*`, `decoder.*`, `per_channel_statistics.*` as a separate VAE file."""
+    comfyui_for_tiny()
+    from comfy.ldm.lightricks.vae.causal_video_autoencoder import VideoVAE
+
+    config = {"vae": copy.deepcopy(tiny_checkpoint_config()["vae"])}
+    vae = VideoVAE(config=config["vae"])
+    tensors = random_state(vae, lambda key: key, seed, CONV_GAIN)
+    # As tiny_model's OUTPUT_GAINS for the same decoder: decoded pixels mostly inside [-1, 1].
+    tensors["decoder.conv_out.conv.weight"] = tensors["decoder.conv_out.conv.weight"] * 0.75
     path = Path(out_path)
     path.parent.mkdir(parents=True, exist_ok=True)
     _save(tensors, config, path)
