@@ -451,6 +451,9 @@ class VaeDecode(Request):
     tiles: TileSettings = field(default_factory=TileSettings)
     prefault: str | bool | None = None
     mode: str = VAE_DECODE_MODES[0]
+    # LTX-2.5's diffusion decoder in exact mode: the most bytes one neighbourhood attention call may
+    # hold on a rank (strategies/na_bands.py); 0: a rank's whole band at once.
+    na_chunk_bytes: int = 0
     out_image: Output = None
     out_audio: Output = None
 
@@ -458,6 +461,11 @@ class VaeDecode(Request):
         _check_streams(self.video, self.audio)
         if self.mode not in VAE_DECODE_MODES:
             raise ValueError(f"mode {self.mode!r} is not one of {', '.join(VAE_DECODE_MODES)}")
+        if not isinstance(self.na_chunk_bytes, int) or self.na_chunk_bytes < 0:
+            raise ValueError(
+                f"na_chunk_bytes is {self.na_chunk_bytes!r}; use 0 (a rank's whole band at once) or a byte "
+                "count (Distributed VAE Decode's attention_chunk_mb, in MiB)"
+            )
 
 
 @dataclass(frozen=True)
