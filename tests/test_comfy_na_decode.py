@@ -130,4 +130,7 @@ def test_diffusion_decode_equals_native_vae_decode(cases, tmp_path, world_size):
         assert "Set mode to exact" in r["tiled"] and "decode_output_shape" in r["tiled"], r["tiled"]
         assert "na_chunk_bytes is -1" in r["bad_chunk"], r["bad_chunk"]
     seconds = {key: max(r[key]["total_s"] for r in results) for key in keys}
-    print(f"\n{world_size} rank(s): max error / max |IMAGE| {errors}; seconds {seconds}")
+    sent = [r["rows-0"]["bytes_sent"] for r in results]
+    print(
+        f"\n{world_size} rank(s): max error / max |IMAGE| {errors}; seconds {seconds}; rows-0 bytes sent {sent}"
+    )

@@ -70,12 +70,14 @@ class BandGather:
         plan, dim = self.plan, self.plan.dim
         start, stop = plan.band(self.rank, scale)
         lo, hi = na_window(plan.cells * scale, kernel, start, stop)
-        if (lo, hi) == (start, stop):
+        moves = [m for m in transfers(plan, scale, kernel) if self.rank in (m.source, m.target)]
+        if not moves:
+            assert (lo, hi) == (start, stop), "the window reaches rows no rank sends: plans disagree"
             return x, lo
         began = time.perf_counter()
         device = x.device if self.comm_on_device else CPU
         ops, pieces = [], {}
-        for move in transfers(plan, scale, kernel):
+        for move in moves:
             if move.source == self.rank:
                 rows = x.narrow(dim, move.start - start, move.stop - move.start).to(device).contiguous()
                 ops.append(dist.P2POp(dist.isend, rows, move.target))
