@@ -9,6 +9,14 @@ from pathlib import Path
 
 
 def _make_tiny(args: argparse.Namespace) -> int:
+    make = _TINY_FAMILIES.get(args.family)
+    if make is None:
+        print(f"--family {args.family!r} is not one of {', '.join(_TINY_FAMILIES)}", file=sys.stderr)
+        return 2
+    return make(args)
+
+
+def _make_tiny_ltx2(args: argparse.Namespace) -> int:
     from .workers.embedded.tiny_model import LORA_FILE_NAME, make_tiny
     from .workers.engine.ltxcore.lora import make_tiny_lora
 
@@ -24,6 +32,26 @@ def _make_tiny(args: argparse.Namespace) -> int:
     gemma = make_tiny_gemma(Path(args.dir))
     print(f"{gemma}  (tiny Gemma 3 text encoder)")
     return 0
+
+
+def _make_tiny_ltx23(args: argparse.Namespace) -> int:
+    from .workers.embedded.tiny_gemma import make_tiny_gemma
+    from .workers.embedded.tiny_ltx23 import ComfyUINotFound, make_tiny_ltx23, make_tiny_ltx23_loras
+
+    try:
+        files = make_tiny_ltx23(Path(args.dir), seed=args.seed)
+    except ComfyUINotFound as exc:
+        print(exc, file=sys.stderr)
+        return 1
+    gemma = make_tiny_gemma(Path(args.dir))
+    loras = make_tiny_ltx23_loras(files, gemma, seed=args.seed)
+    for path in (files.checkpoint, files.spatial_upscaler_x2, files.spatial_upscaler_x15, gemma, *loras):
+        print(f"{path}  ({path.stat().st_size / 1e6:.1f} MB)")
+    return 0
+
+
+# make-tiny's families: --family value -> writer. Each family's module owns its files.
+_TINY_FAMILIES = {"2": _make_tiny_ltx2, "2.3": _make_tiny_ltx23}
 
 
 def _doctor(args: argparse.Namespace) -> int:
@@ -63,6 +91,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     p.add_argument("dir")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--family",
+        default="2",
+        help=f"which LTX release: {', '.join(_TINY_FAMILIES)} (2.3 is built with ComfyUI's classes: needs "
+        "COMFYUI_PATH or the pack inside ComfyUI's custom_nodes/)",
+    )
     p.set_defaults(func=_make_tiny)
 
     p = sub.add_parser(
