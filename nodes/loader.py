@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from ..workers.group import console
 from ..workers.group.launcher import PACK_ROOT, parse_devices
 from ..workers.group.manager import MGPUModel
-from ..workers.wire.backend import choose_backend
+from ..workers.wire.backend import BACKEND_LTXCORE, choose_backend
 from ..workers.wire.checks import DTYPES, ForwardMode
 from ..workers.wire.constants import DEFAULT_MAX_VIDEO_TOKENS
+from ..workers.wire.model_family import ModelFamily, check_ltxcore_serves, detect_model_family
 from ..workers.wire.model_files import read_safetensors_header
 from . import comfy, jobs
 from .mgpu_lora import NO_LORA, lora_entry, strength_input
@@ -17,8 +19,9 @@ MODEL_FOLDERS = ("checkpoints", "diffusion_models")
 
 class LTX2MGPULoader:
     DESCRIPTION = (
-        "Starts one worker process per GPU (or reuses the running ones) and loads the LTX-2 checkpoint in each. "
-        "Connect its MGPU_MODEL to the SP Sampler, TDP Upscaler and Distributed VAE Decode."
+        "Starts one worker process per GPU (or reuses the running ones) and loads the LTX checkpoint in each "
+        "(LTX-2, LTX-2.3). Connect its MGPU_MODEL to the SP Sampler, TDP Upscaler and Distributed VAE Decode. "
+        "The release and weight format it found are shown under the node and on the console."
     )
     CATEGORY = CATEGORY
     RETURN_TYPES = ("MGPU_MODEL",)
@@ -32,7 +35,10 @@ class LTX2MGPULoader:
             "required": {
                 "ckpt_name": (
                     names,
-                    {"tooltip": "The LTX-2 checkpoint (ComfyUI's checkpoints or diffusion_models folder)."},
+                    {
+                        "tooltip": "The LTX checkpoint (ComfyUI's checkpoints or diffusion_models folder): LTX-2 "
+                        "19B or LTX-2.3 22B, bf16 or fp8. The release and weight format found are shown under the node."
+                    },
                 ),
                 "gpus": (
                     "STRING",
@@ -111,7 +117,8 @@ class LTX2MGPULoader:
         unique_id=None,
     ):
         path = comfy.full_path(MODEL_FOLDERS, ckpt_name)
-        read_safetensors_header(path)  # refuses non-safetensors files before any worker starts
+        header = read_safetensors_header(path)  # refuses non-safetensors files before any worker starts
+        found = detect_model_family(header.shapes, header.dtypes, header.metadata)
         placement = parse_devices(gpus)
         # Inside ComfyUI, mode "comfyui" runs ComfyUI's own model stack in the workers; an unusable
         # ComfyUI named by COMFYUI_PATH is refused here, before any worker starts.
@@ -124,6 +131,9 @@ class LTX2MGPULoader:
             if on
         )
         backend = choose_backend(PACK_ROOT, mode=mode, ltxcore_only=ltxcore_only)
+        if backend.backend == BACKEND_LTXCORE:
+            check_ltxcore_serves(found, path.name)
+        report_family(path.name, found, backend.backend, unique_id)
         model = MGPUModel(
             checkpoint=str(path),
             dtype=weight_dtype,
@@ -139,6 +149,13 @@ class LTX2MGPULoader:
         )
         jobs.load(model, node_id=unique_id)
         return (model,)
+
+
+def report_family(file_name: str, found: ModelFamily, backend: str, node_id) -> None:
+    """What the loader found, on the console and under the node in ComfyUI's graph."""
+    line = f"{file_name}: {found.describe()} (backend {backend})"
+    console.info(line)
+    comfy.show_node_text(line, node_id)
 
 
 NODE_CLASSES = {"LTX2MGPULoader": (LTX2MGPULoader, "MGPU Loader")}
