@@ -41,15 +41,14 @@ def streams(samples) -> list[torch.Tensor]:
     return [t.clone() for t in (samples.unbind() if samples.is_nested else [samples])]
 
 
-@pytest.fixture(scope="module", params=RANKS, ids=lambda n: f"{n}ranks")
-def group23(request, comfy23) -> Iterator[MGPUModel]:  # noqa: F811
+def start_group(files, ranks: int, dtype: str) -> Iterator[MGPUModel]:
     from comfyui_harness import comfyui_root
 
     root = check_comfyui_root(comfyui_root())
     model = MGPUModel.create(
-        comfy23.files.checkpoint,
-        devices=f"cpu:{request.param}",
-        dtype="float32",
+        files.checkpoint,
+        devices=f"cpu:{ranks}",
+        dtype=dtype,
         backend="comfy",
         comfyui_root=root.path,
         comfyui_version=root.version,
@@ -57,6 +56,11 @@ def group23(request, comfy23) -> Iterator[MGPUModel]:  # noqa: F811
     yield model
     get_manager().unload()
     assert_no_leaks()
+
+
+@pytest.fixture(scope="module", params=RANKS, ids=lambda n: f"{n}ranks")
+def group23(request, comfy23) -> Iterator[MGPUModel]:  # noqa: F811
+    yield from start_group(comfy23.files, request.param, "float32")
 
 
 def av_inputs(c) -> tuple[list, list, dict, torch.Tensor]:
@@ -96,3 +100,106 @@ def test_sp_sampler_with_cfg_matches_native(comfy23, group23):  # noqa: F811
     found = [relative(a, b) for a, b in zip(streams(out["samples"]), native)]
     report("SP Sampler (CFG 3)", group23.world_size, found, time.perf_counter() - t0)
     assert len(found) == 2 and all(r <= RELATIVE_TOLERANCE for _, r in found), found
+
+
+PROMPT = "A red fox runs through fresh snow at dawn, \\(slow motion\\), the camera follows low."
+
+
+@pytest.fixture(scope="module", params=RANKS, ids=lambda n: f"{n}ranks-bf16")
+def group23_bf16(request, comfy23) -> Iterator[MGPUModel]:  # noqa: F811
+    yield from start_group(comfy23.files, request.param, "bfloat16")
+
+
+def test_text_encode_matches_clip_text_encode(comfy23, group23_bf16):  # noqa: F811
+    """MGPU Text Encode = LTXAVTextEncoderLoader + CLIPTextEncode on the same Gemma file and checkpoint
+    (the 2.3 dual projection: video and audio widths concatenated). ComfyUI runs the bf16 Gemma file
+    in bf16, so the group does too (weight_dtype bfloat16, as test_text_encode_native.py)."""
+    group23 = group23_bf16
+    from ltx2_mgpu.nodes.text_encode import LTX2MGPUTextEncode
+
+    with torch.inference_mode():
+        (native,) = comfy23.nodes.CLIPTextEncode().encode(comfy23.clip, PROMPT)
+    t0 = time.perf_counter()
+    (ours,) = LTX2MGPUTextEncode().encode(group23, comfy23.gemma.name, PROMPT, "auto")
+    found = relative(ours[0][0], native[0][0])
+    report("Text Encode", group23.world_size, [found], time.perf_counter() - t0)
+    assert ours[0][0].shape[-1] == VIDEO_DIM + AUDIO_DIM
+    assert ours[0][1].get("unprocessed_ltxav_embeds") == native[0][1].get("unprocessed_ltxav_embeds")
+    assert found[1] <= RELATIVE_TOLERANCE, found
+
+
+@pytest.mark.parametrize("scale", [2.0, 1.5], ids=["x2-1.1", "x1.5"])
+def test_tdp_upscaler_one_tile_matches_native_stage2(comfy23, group23, scale):  # noqa: F811
+    """TDP Upscaler with one tile = LTXVLatentUpsampler (the template's x2 1.1, and the x1.5 one)
+    then stage-2 sampling with CFGGuider; the audio passes through unchanged, as in the template."""
+    import folder_paths
+    from comfy_extras import nodes_lt_upsampler
+
+    from ltx2_mgpu.nodes.tdp_upscaler import LTX2TDPUpscaler
+
+    c = comfy23
+    path = c.files.spatial_upscaler_x2 if scale == 2.0 else c.files.spatial_upscaler_x15
+    folder_paths.add_model_folder_path("latent_upscale_models", str(path.parent))
+    positive, negative, _, sigmas = av_inputs(c)
+    generator = torch.Generator().manual_seed(5)
+    video = torch.randn(1, 128, 3, 4, 6, generator=generator)
+    audio = torch.randn(1, 8, 18, 16, generator=generator)
+    with torch.inference_mode():
+        (upscaled,) = nodes_lt_upsampler.LTXVLatentUpsampler.execute(
+            {"samples": video}, c.upscalers[scale], c.vae
+        )
+    (latent,) = c.lt.LTXVConcatAVLatent.execute(
+        upscaled, {"samples": audio, "noise_mask": torch.zeros(audio.shape)}
+    )
+    (guider,) = c.cs.CFGGuider.execute(c.model, positive, negative, 3.0)
+    (noise,) = c.cs.RandomNoise.execute(SEED)
+    (sampler,) = c.cs.KSamplerSelect.execute("euler_ancestral")
+    with torch.inference_mode():
+        native = streams(
+            c.cs.SamplerCustomAdvanced.execute(noise, guider, sampler, sigmas, latent)[0]["samples"]
+        )
+    t0 = time.perf_counter()
+    stage1 = {"samples": c.NestedTensor((video, audio))}
+    (out,) = LTX2TDPUpscaler().upscale(
+        group23, positive, negative, stage1, path.name, "euler_ancestral", 3.0, SEED, "1x1", 0, sigmas=sigmas
+    )
+    ours = streams(out["samples"])
+    found = relative(ours[0], native[0])
+    report(f"TDP Upscaler x{scale:g} one tile", group23.world_size, [found], time.perf_counter() - t0)
+    assert found[1] <= RELATIVE_TOLERANCE, found
+    assert torch.equal(ours[1], audio)
+
+
+def test_vae_decode_exact_and_audio_decode_match_native(comfy23, group23):  # noqa: F811
+    """Distributed VAE Decode, exact mode = VAEDecode; its audio output = LTXVAudioVAEDecode (the 2.3
+    vocoder with bandwidth extension, 48 kHz)."""
+    from ltx2_mgpu.nodes.vae_decode import LTX2DistributedVAEDecode
+
+    c = comfy23
+    generator = torch.Generator().manual_seed(3)
+    video = torch.randn(1, 128, 3, 4, 6, generator=generator)
+    audio = torch.randn(1, 8, 18, 16, generator=generator)
+    with torch.inference_mode():
+        (native_image,) = c.nodes.VAEDecode().decode(c.vae, {"samples": video})
+        (native_audio,) = c.lt_audio.LTXVAudioVAEDecode.execute({"samples": audio}, c.audio_vae)
+    (latent,) = c.lt.LTXVConcatAVLatent.execute({"samples": video}, {"samples": audio})
+    t0 = time.perf_counter()
+    image, ours_audio = LTX2DistributedVAEDecode().decode(group23, latent, mode="exact")
+    found = [relative(image, native_image), relative(ours_audio["waveform"], native_audio["waveform"])]
+    report("VAE Decode exact | audio", group23.world_size, found, time.perf_counter() - t0)
+    assert ours_audio["sample_rate"] == native_audio["sample_rate"] == 48000
+    assert all(r <= RELATIVE_TOLERANCE for _, r in found), found
+
+
+def test_vae_encode_matches_native(comfy23, group23):  # noqa: F811
+    from ltx2_mgpu.nodes.vae_encode import LTX2DistributedVAEEncode
+
+    c = comfy23
+    pixels = torch.rand(17, 128, 96, 3, generator=torch.Generator().manual_seed(4))
+    with torch.inference_mode():
+        (native,) = c.nodes.VAEEncode().encode(c.vae, pixels)
+    t0 = time.perf_counter()
+    (ours,) = LTX2DistributedVAEEncode().encode(group23, pixels)
+    found = relative(ours["samples"], native["samples"])
+    report("VAE Encode", group23.world_size, [found], time.perf_counter() - t0)
+    assert found[1] <= RELATIVE_TOLERANCE, found

@@ -84,3 +84,19 @@ def test_loader_refuses_ltx23_on_the_ltxcore_backend_before_any_worker(tmp_path,
     with pytest.raises(ValueError, match=r"ltx-2.3-22b-dev.safetensors is LTX-2.3; .*inside ComfyUI"):
         LTX2MGPULoader().load(str(path), "cpu:1", "float32")
     assert worker_children() == []
+
+
+def test_tdp_upscaled_shape_for_the_x2_and_x15_upscalers():
+    """What the TDP Upscaler plans its tiles on: 2H x 2W for x2, ceil(3H/2) for LTX-2.3's x1.5 (what
+    ComfyUI's rational resampler gives: up 3, 5-tap blur with stride 2); others refused by name."""
+    from ltx2_mgpu.workers.strategies.tiled import upscaled_latent_shape
+
+    x2 = {"spatial_scale": 2.0}
+    x15 = {"spatial_scale": 1.5, "rational_resampler": True}
+    assert upscaled_latent_shape((1, 128, 3, 4, 6), x2) == (1, 128, 3, 8, 12)
+    assert upscaled_latent_shape((1, 128, 3, 4, 6), x15) == (1, 128, 3, 6, 9)
+    assert upscaled_latent_shape((1, 128, 3, 3, 5), x15) == (1, 128, 3, 5, 8)
+    with pytest.raises(ValueError, match=r"temporal_upsample=True.*LTX-2.3's x1.5"):
+        upscaled_latent_shape((1, 128, 3, 4, 6), {"temporal_upsample": True})
+    with pytest.raises(ValueError, match=r"spatial_scale=1.5, rational_resampler=False"):
+        upscaled_latent_shape((1, 128, 3, 4, 6), {"spatial_scale": 1.5})

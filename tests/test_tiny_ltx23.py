@@ -114,3 +114,12 @@ def test_native_sampling_step_runs(comfy23):  # noqa: F811
         out = c.cs.SamplerCustomAdvanced.execute(noise, guider, sampler, sigmas, latent)[0]["samples"]
     for stream in out.unbind():
         assert torch.isfinite(stream).all() and float(stream.abs().max()) > 0.1
+
+
+def test_mgpu_loader_detection_names_it_ltx23(comfy23):  # noqa: F811
+    from ltx2_mgpu.workers.engine.ltxcore.checkpoint import read_safetensors_header
+    from ltx2_mgpu.workers.wire.model_family import LTX23, detect_model_family
+
+    header = read_safetensors_header(comfy23.files.checkpoint)
+    found = detect_model_family(header.shapes, header.dtypes, header.metadata)
+    assert found.describe() == f"{LTX23}, weights bf16, with its VAE"
