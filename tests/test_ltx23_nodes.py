@@ -16,6 +16,7 @@ from collections.abc import Iterator
 
 import pytest
 import torch
+from comfyui_harness import comfyui_root
 from ltx23_fixtures import FPS, FRAMES, HEIGHT, WIDTH, comfy23  # noqa: F401
 
 from conftest import assert_no_leaks, tiny_conditioning
@@ -57,8 +58,6 @@ def streams(samples) -> list[torch.Tensor]:
 
 
 def start_group(files, ranks: int, dtype: str) -> Iterator[MGPUModel]:
-    from comfyui_harness import comfyui_root
-
     root = check_comfyui_root(comfyui_root())
     model = MGPUModel.create(
         files.checkpoint,
@@ -220,3 +219,43 @@ def test_vae_encode_matches_native(comfy23, group23):  # noqa: F811
     found = relative(ours["samples"], native["samples"])
     report("VAE Encode", group23.world_size, [found], time.perf_counter() - t0)
     assert found[1] <= RELATIVE_TOLERANCE, found
+
+
+def test_sp_sampler_with_the_distilled_lora_matches_lora_loader(comfy23):  # noqa: F811
+    """The template's distilled LoRA at 0.5: MGPU Loader's lora_name (fused in the ranks through ComfyUI's
+    ModelPatcher) = LoraLoaderModelOnly on the native model; 2 CPU ranks, CFG 1 as the template."""
+    from ltx2_mgpu.nodes.mgpu_lora import lora_entry
+    from ltx2_mgpu.nodes.sp_sampler import LTX2SPSampler
+
+    c = comfy23
+    (patched,) = c.nodes.LoraLoaderModelOnly().load_lora_model_only(c.model, c.lora.name, 0.5)
+    positive, negative, latent, sigmas = av_inputs(c)
+    (guider,) = c.cs.CFGGuider.execute(patched, positive, negative, 1.0)
+    (noise,) = c.cs.RandomNoise.execute(SEED)
+    (sampler,) = c.cs.KSamplerSelect.execute("euler")
+    with torch.inference_mode():
+        native = streams(
+            c.cs.SamplerCustomAdvanced.execute(noise, guider, sampler, sigmas, latent)[0]["samples"]
+        )
+    root = check_comfyui_root(comfyui_root())
+    model = MGPUModel.create(
+        c.files.checkpoint, devices="cpu:2", dtype="float32", backend="comfy",
+        loras=lora_entry(str(c.files.checkpoint), c.lora.name, 0.5),
+        comfyui_root=root.path, comfyui_version=root.version,
+    )  # fmt: skip
+    try:
+        t0 = time.perf_counter()
+        (out,) = LTX2SPSampler().sample(model, positive, negative, latent, sigmas, "euler", 1.0, 1.0, SEED)
+    finally:
+        get_manager().unload()
+        assert_no_leaks()
+    found = [relative(a, b) for a, b in zip(streams(out["samples"]), native)]
+    report("SP Sampler + distilled LoRA 0.5", model.world_size, found, time.perf_counter() - t0)
+    assert all(r <= RELATIVE_TOLERANCE for _, r in found), found
+    # The LoRA changes the result: the comparison would catch a LoRA left out.
+    with torch.inference_mode():
+        (plain_guider,) = c.cs.CFGGuider.execute(c.model, positive, negative, 1.0)
+        plain = streams(
+            c.cs.SamplerCustomAdvanced.execute(noise, plain_guider, sampler, sigmas, latent)[0]["samples"]
+        )
+    assert relative(plain[0], native[0])[1] > 1e-3
