@@ -142,6 +142,27 @@ def test_text_encode_matches_clip_text_encode(comfy23, group23_bf16):  # noqa: F
     assert found[1] <= RELATIVE_TOLERANCE, found
 
 
+def test_text_encode_with_the_gemma_lora_matches_lora_loader(comfy23, group23_bf16):  # noqa: F811
+    """The templates' Gemma LoRA: MGPU Text Encode's lora_name = LoraLoader (clip strength 1) then
+    CLIPTextEncode; the LoRA moves the conditioning well beyond the bound (so it is not left out)."""
+    from ltx2_mgpu.nodes.text_encode import LTX2MGPUTextEncode
+
+    c = comfy23
+    _model, clip = c.nodes.LoraLoader().load_lora(c.model, c.clip, c.text_lora.name, 0.0, 1.0)
+    with torch.inference_mode():
+        (native,) = c.nodes.CLIPTextEncode().encode(clip, PROMPT)
+        (plain,) = c.nodes.CLIPTextEncode().encode(c.clip, PROMPT)
+    t0 = time.perf_counter()
+    (ours,) = LTX2MGPUTextEncode().encode(group23_bf16, c.gemma.name, PROMPT, "auto", c.text_lora.name, 1.0)
+    found = relative(ours[0][0], native[0][0])
+    report("Text Encode + Gemma LoRA", group23_bf16.world_size, [found], time.perf_counter() - t0)
+    assert found[1] <= RELATIVE_TOLERANCE, found
+    assert relative(plain[0][0], native[0][0])[1] > 1e-3
+    # Back without the LoRA: the resident encoder is reloaded clean.
+    (again,) = LTX2MGPUTextEncode().encode(group23_bf16, c.gemma.name, PROMPT, "auto")
+    assert relative(again[0][0], plain[0][0])[1] <= RELATIVE_TOLERANCE
+
+
 @pytest.mark.parametrize("scale", [2.0, 1.5], ids=["x2-1.1", "x1.5"])
 def test_tdp_upscaler_one_tile_matches_native_stage2(comfy23, group23, scale):  # noqa: F811
     """TDP Upscaler with one tile = LTXVLatentUpsampler (the template's x2 1.1, and the x1.5 one)

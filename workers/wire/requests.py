@@ -512,8 +512,15 @@ class EncodeText(Request):
     prompts: list[list[int]]
     outputs: list[Output]
     placement: str = "auto"
+    # LoRAs on the text encoder ((path, strength), ...), as LoraLoader's CLIP side (workers/text/gemma_lora.py).
+    text_loras: tuple[tuple[str, float], ...] = ()
 
     def check(self) -> None:
+        try:
+            loras = tuple((str(path), float(strength)) for path, strength in self.text_loras)
+        except (TypeError, ValueError):
+            raise TypeError(f"text_loras must be (path, strength) pairs, got {self.text_loras!r}") from None
+        object.__setattr__(self, "text_loras", loras)
         if self.placement not in TEXT_PLACEMENTS:
             raise ValueError(f"placement {self.placement!r} is not one of {', '.join(TEXT_PLACEMENTS)}")
         if not self.prompts or len(self.prompts) != len(self.outputs):
