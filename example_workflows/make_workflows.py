@@ -584,8 +584,8 @@ def text_to_video_23() -> Graph:
     g = Graph(
         "ltx2_3_mgpu_t2v",
         "LTX-2.3 text-to-video on all GPUs, the MGPU twin of ComfyUI's video_ltx2_3_t2v template: the distilled "
-        "1.1 LoRA at 0.5 fused by the loader, MGPU Text Encode (Gemma 3 fp4 mixed; the template's optional Gemma "
-        "LoRA and prompt enhancer are not applied), SP Sampler at 640x352 with the distilled schedule and CFG 1, "
+        "1.1 LoRA at 0.5 fused by the loader, MGPU Text Encode (Gemma 3 fp4 mixed; the template's Gemma LoRA needs "
+        "the bf16 Gemma file and MGPU Text Encode's lora_name; no prompt enhancer), SP Sampler at 640x352 with the distilled schedule and CFG 1, "
         "TDP Upscaler with the x2 1.1 upscaler to 1280x704, Distributed VAE Decode at 25 fps.",
     )
     model = loader(g, ckpt_name=CHECKPOINT_23, lora=(DISTILLED_LORA_23, 0.5))
