@@ -18,7 +18,7 @@ def _make_tiny(args: argparse.Namespace) -> int:
 
 def _make_tiny_ltx2(args: argparse.Namespace) -> int:
     from .workers.embedded.tiny_model import LORA_FILE_NAME, make_tiny
-    from .workers.engine.ltxcore.lora import make_tiny_lora
+    from .workers.embedded.tiny_variants import make_tiny_lora
 
     files = make_tiny(Path(args.dir), seed=args.seed)
     # The two-stage workflow's stage 2 takes a LoRA (the distilled one for the released model).

@@ -10,8 +10,8 @@ import torch
 from safetensors.torch import save_file
 
 from conftest import worker_children
-from ltx2_mgpu.workers.engine.ltxcore.checkpoint import read_safetensors_header
 from ltx2_mgpu.workers.wire.model_family import LTX2, LTX23, LTX25, UNKNOWN, detect_model_family
+from ltx2_mgpu.workers.wire.model_files import read_safetensors_header
 
 P = "model.diffusion_model."
 

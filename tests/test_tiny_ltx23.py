@@ -117,8 +117,8 @@ def test_native_sampling_step_runs(comfy23):  # noqa: F811
 
 
 def test_mgpu_loader_detection_names_it_ltx23(comfy23):  # noqa: F811
-    from ltx2_mgpu.workers.engine.ltxcore.checkpoint import read_safetensors_header
     from ltx2_mgpu.workers.wire.model_family import LTX23, detect_model_family
+    from ltx2_mgpu.workers.wire.model_files import read_safetensors_header
 
     header = read_safetensors_header(comfy23.files.checkpoint)
     found = detect_model_family(header.shapes, header.dtypes, header.metadata)

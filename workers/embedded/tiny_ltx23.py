@@ -248,8 +248,8 @@ def make_tiny_ltx23_loras(files: TinyLTX23Files, gemma: Path | str, seed: int = 
     generic `text_encoders.<clip key>` form). Returns (transformer LoRA, text encoder LoRA)."""
     from safetensors.torch import save_file
 
-    from ..engine.ltxcore.checkpoint import read_safetensors_header
-    from ..engine.ltxcore.lora import make_tiny_lora
+    from ..wire.model_files import read_safetensors_header
+    from .tiny_variants import make_tiny_lora
 
     folder = files.checkpoint.parent
     model_lora = make_tiny_lora(folder / LORA_FILE_NAME, files.checkpoint, seed=seed)

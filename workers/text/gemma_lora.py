@@ -16,7 +16,7 @@ from pathlib import Path
 import torch
 from safetensors import safe_open
 
-from ..engine.ltxcore.checkpoint import read_safetensors_header
+from ..wire.model_files import read_safetensors_header
 
 # LoRA key prefixes ComfyUI resolves to its Gemma 3 text encoder's layers (with and without the wrapper).
 TEXT_LORA_PREFIXES = ("text_encoders.gemma3_12b.transformer.model.", "text_encoders.transformer.model.")
