@@ -568,19 +568,32 @@ class BenchForward(Request):
             raise ValueError(f"video_shape {self.video_shape} must be [B, 128, F, H, W]")
 
 
+# The weight formats comfy_load_random_model builds (engine/comfy/random_model.WEIGHT_FORMATS, which the
+# UI side does not import).
+BENCH_WEIGHT_FORMATS = ("bf16", "fp8", "int8")
+
+
 @dataclass(frozen=True)
 class ComfyLoadRandomModel(Request):
     """Replace the loaded model by ComfyUI's LTXAVModel of `config` (None: the 19B shape) with random
-    weights, ComfyUI imported from `comfyui_root` (bench/bench_comfy_step.py)."""
+    weights, ComfyUI imported from `comfyui_root` (bench/bench_comfy_step.py). `weights`: "bf16" (all in
+    `dtype`), "fp8" (fp8 scaled) or "int8" (int8 convrot), held as ComfyUI holds a released file in
+    that format (engine/comfy/random_model.py)."""
 
     OP: ClassVar[str] = "comfy_load_random_model"
     comfyui_root: str
     dtype: str = "bfloat16"
     config: dict[str, Any] | None = None
     seed: int = 0
+    weights: str = "bf16"
 
     def check(self) -> None:
         checks.parse_dtype(self.dtype)
+        if self.weights not in BENCH_WEIGHT_FORMATS:
+            raise ValueError(
+                f"comfy_load_random_model weights {self.weights!r} is not one of "
+                f"{', '.join(BENCH_WEIGHT_FORMATS)}; pick one of those"
+            )
         if not self.comfyui_root:
             raise ValueError(
                 "comfy_load_random_model needs comfyui_root, the folder holding ComfyUI's main.py"
