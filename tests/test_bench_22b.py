@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 import torch
 
-pytestmark = pytest.mark.comfyui
 COMFYUI = os.environ.get("COMFYUI_PATH", "")
 BENCH = Path(__file__).resolve().parents[1] / "bench"
 TINY = {
@@ -53,6 +52,7 @@ def _config(random_model, family: str, tiny: bool = True) -> dict:
     return random_model.family_config({**LTX2_19B_TRANSFORMER, **(TINY if tiny else {})}, family)
 
 
+@pytest.mark.comfyui
 def test_22b_configurations_count_as_released(comfy):
     """19B stays 19.6B; 2.3 / 2.5 hold 21.0B in ComfyUI's diffusion model (the 1.16B text projection sits
     in the text encoder): the 8-layer connectors at the streams' widths are what the 22B adds."""
@@ -77,6 +77,7 @@ def test_22b_configurations_count_as_released(comfy):
     )
 
 
+@pytest.mark.comfyui
 @pytest.mark.parametrize("weights", ["fp8", "int8"])
 def test_quantized_random_model_is_held_as_comfyui_holds_the_file(comfy, weights):
     """The released layers are QuantizedTensors in ComfyUI's mixed-precision Linears; the rest stays in
@@ -120,6 +121,7 @@ def test_quantized_random_model_is_held_as_comfyui_holds_the_file(comfy, weights
     assert len(outputs) >= 2 and all(torch.isfinite(out).all() for out in outputs)
 
 
+@pytest.mark.comfyui
 @pytest.mark.parametrize("family", ["2", "2.3", "2.5"])
 def test_flops_formula_matches_the_linear_layers_comfyui_runs(comfy, family):
     """Over one sampling run (2 CFG model calls) of ComfyUI's forward, every Linear's 2 x rows x in x out
@@ -155,3 +157,22 @@ def test_mfu_uses_the_format_peak():
     av_flops = _load_bench_module("av_flops")
     assert av_flops.mfu(989e12, 1000.0, "bf16") == pytest.approx(1.0)
     assert av_flops.mfu(989e12, 1000.0, "int8") == pytest.approx(989 / 1979)
+
+
+@pytest.mark.parametrize("weights", ["bf16", "fp8", "int8"])
+def test_the_random_model_request_carries_the_weight_format(weights):
+    from ltx2_mgpu.workers.rank import ops
+    from ltx2_mgpu.workers.wire.requests import ComfyLoadRandomModel
+
+    request = ComfyLoadRandomModel("/comfyui", weights=weights)
+    assert ops.read_request(ComfyLoadRandomModel, request.to_wire()).weights == weights
+
+
+def test_an_unknown_weight_format_is_refused_before_any_worker_starts():
+    from ltx2_mgpu.workers.rank import ops
+    from ltx2_mgpu.workers.wire.requests import ComfyLoadRandomModel
+
+    with pytest.raises(ValueError, match="weights 'nvfp4' is not one of bf16, fp8, int8"):
+        ComfyLoadRandomModel("/comfyui", weights="nvfp4")
+    with pytest.raises(ops.InputRejected, match="weights 'fp4' is not one of"):
+        ops.read_request(ComfyLoadRandomModel, {"comfyui_root": "/comfyui", "weights": "fp4"})
