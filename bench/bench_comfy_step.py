@@ -24,8 +24,10 @@ update), (b) the engine's CFG model call. Reported per path: step times, peak GP
 format (bf16 989, fp8 / int8 1979 TFLOP/s). With --sp-devices, (a) and (b) also run sequence-parallel
 on those GPUs. Writes JSON (--out).
 
-On one H200 (each call well inside 10 minutes: the 22B step is the 19B's block stack, about 0.8 s at
-6,144 tokens and 5 s at 24,576 in bf16; random init and quantization take seconds on the GPU):
+On one H200. Each call should stay well inside 10 minutes: the 22B blocks are the 19B's (18.56B against
+18.53B parameters), so a bf16 step should take about the 19B's 0.8 s at 6,144 tokens and 5 s at 24,576,
+4 steps per path, size and format; random init and quantization take seconds on the GPU, a worker
+start and ComfyUI's import some more. If a call nears the limit, split it with --tokens 6144 / 24576:
 
     COMFYUI_PATH=/path/to/ComfyUI python bench/bench_comfy_step.py --family 2.3 --weights bf16 fp8 --out ltx23-step.json
     COMFYUI_PATH=/path/to/ComfyUI python bench/bench_comfy_step.py --family 2.5 --weights bf16 int8 --out ltx25-step.json
