@@ -9,7 +9,11 @@ from pathlib import Path
 
 
 def _make_tiny(args: argparse.Namespace) -> int:
-    return TINY_FAMILIES[args.family](args)
+    make = _TINY_FAMILIES.get(args.family)
+    if make is None:
+        print(f"--family {args.family!r} is not one of {', '.join(_TINY_FAMILIES)}", file=sys.stderr)
+        return 2
+    return make(args)
 
 
 def _make_tiny_ltx2(args: argparse.Namespace) -> int:
@@ -43,8 +47,24 @@ def _make_tiny_ltx25(args: argparse.Namespace) -> int:
     return 0
 
 
-# `make-tiny --family`: one writer per LTX release (2.5 in ComfyUI's split model folders).
-TINY_FAMILIES = {"2": _make_tiny_ltx2, "2.5": _make_tiny_ltx25}
+def _make_tiny_ltx23(args: argparse.Namespace) -> int:
+    from .workers.embedded.tiny_gemma import make_tiny_gemma
+    from .workers.embedded.tiny_ltx23 import ComfyUINotFound, make_tiny_ltx23, make_tiny_ltx23_loras
+
+    try:
+        files = make_tiny_ltx23(Path(args.dir), seed=args.seed)
+    except ComfyUINotFound as exc:
+        print(exc, file=sys.stderr)
+        return 1
+    gemma = make_tiny_gemma(Path(args.dir))
+    loras = make_tiny_ltx23_loras(files, gemma, seed=args.seed)
+    for path in (files.checkpoint, files.spatial_upscaler_x2, files.spatial_upscaler_x15, gemma, *loras):
+        print(f"{path}  ({path.stat().st_size / 1e6:.1f} MB)")
+    return 0
+
+
+# make-tiny's families: --family value -> writer. Each family's module owns its files.
+_TINY_FAMILIES = {"2": _make_tiny_ltx2, "2.3": _make_tiny_ltx23, "2.5": _make_tiny_ltx25}
 
 
 def _doctor(args: argparse.Namespace) -> int:
@@ -86,10 +106,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument(
         "--family",
-        choices=sorted(TINY_FAMILIES),
         default="2",
-        help="LTX release: 2 (one checkpoint, ltx-core) or 2.5 (split files under DIR's diffusion_models/, "
-        "text_encoders/, vae/, latent_upscale_models/, loras/; needs a ComfyUI: COMFYUI_PATH)",
+        help=f"which LTX release: {', '.join(_TINY_FAMILIES)} (2.3 and 2.5 are built with ComfyUI's classes: "
+        "need COMFYUI_PATH or the pack inside ComfyUI's custom_nodes/; 2.5 writes ComfyUI's split folders)",
     )
     p.set_defaults(func=_make_tiny)
 

@@ -1,18 +1,42 @@
-"""One denoising step of the real LTX-2 19B shape on three paths, side by side in one run:
+"""One denoising step of the LTX audio+video transformer, random weights, on three paths in one run:
 
   (a) comfy backend, worker path: ComfyUI's LTXAVModel and sampler in a worker process, the model
       call patched for sequence parallelism (on one rank: ComfyUI's forward unchanged);
   (b) ltx-core backend, worker path: today's engine (bench_forward of workers/rank/ops_bench.py);
-  (c) native ComfyUI in this process: the same ComfyUI model classes and sampler, no workers.
-Random bf16 weights of the released 19B configuration, cond+uncond batch with audio (121 frames at
-24 fps), 6,144 and 24,576 video tokens. (a) and (c) time the interval between ComfyUI's step
-callbacks (one CFG model call plus the sampler's update), (b) the engine's CFG model call; the update
-is a few elementwise ops on the latent, far below the timing noise. With --sp-devices, (a) and (b)
-also run sequence-parallel on those GPUs. Writes JSON (--out). `--tiny` runs a small configuration on
-the CPU in float32 (a smoke test of the whole script).
+      LTX-2 in bf16 only (ltx-core 1.0.0 cannot build LTX-2.3 / 2.5, and its fp8 is another code path);
+  (c) native ComfyUI in this process: the same ComfyUI model classes, weights and sampler, no workers.
 
+--family 2 is the released LTX-2 19B configuration; 2.3 and 2.5 the 22B ones as ComfyUI builds them
+(workers/engine/comfy/random_model.FAMILY_CHANGES: gated attention, cross-attention and prompt AdaLN,
+8-layer text connectors at the streams' widths; 2.5 adds the keyframe position embedding and the video
+feed-forward without bias). ComfyUI's diffusion model of 2.3 / 2.5 holds 21.0B parameters; the text
+projection (1.16B, Gemma's 49 x 3840 states to 4096 + 2048) lives in the text encoder, together 22.2B.
+--weights bf16 | fp8 (fp8 scaled, the LTX-2.3 template's ltx-2.3-22b-dev-fp8) | int8 (int8 convrot, the
+LTX-2.5 comfy-int8-convrot file), several in one run: the random model is held in the format's layout
+and run by ComfyUI's mixed-precision ops, as ComfyUI runs a released file (random_model.py says which
+layers).
+
+Cond+uncond batch with audio (121 frames at 24 fps), 6,144 and 24,576 video tokens (--tokens picks).
+(a) and (c) time the interval between ComfyUI's step callbacks (one CFG model call plus the sampler's
+update), (b) the engine's CFG model call. Reported per path: step times, peak GPU memory
+(torch.cuda.max_memory_allocated over the timed steps, per GPU for worker groups), the FLOPs of one step
+(bench/av_flops.py, formula in its docstring) and MFU against the H200's dense peak of the weight
+format (bf16 989, fp8 / int8 1979 TFLOP/s). With --sp-devices, (a) and (b) also run sequence-parallel
+on those GPUs. Writes JSON (--out).
+
+On one H200. Each call should stay well inside 10 minutes: the 22B blocks are the 19B's (18.56B against
+18.53B parameters), so a bf16 step should take about the 19B's 0.8 s at 6,144 tokens and 5 s at 24,576,
+4 steps per path, size and format; random init and quantization take seconds on the GPU, a worker
+start and ComfyUI's import some more. If a call nears the limit, split it with --tokens 6144 / 24576:
+
+    COMFYUI_PATH=/path/to/ComfyUI python bench/bench_comfy_step.py --family 2.3 --weights bf16 fp8 --out ltx23-step.json
+    COMFYUI_PATH=/path/to/ComfyUI python bench/bench_comfy_step.py --family 2.5 --weights bf16 int8 --out ltx25-step.json
     COMFYUI_PATH=/path/to/ComfyUI python bench/bench_comfy_step.py --out comfy-step.json --sp-devices cuda:0,cuda:1
-    COMFYUI_PATH=/path/to/ComfyUI python bench/bench_comfy_step.py --tiny --out comfy-step-cpu.json
+
+`--tiny` runs a small configuration on the CPU in float32 (a smoke test of the whole script; fp8 runs
+ComfyUI's emulated path there: no fp8 compute on a CPU, the weight is dequantized for each product):
+
+    COMFYUI_PATH=/path/to/ComfyUI python bench/bench_comfy_step.py --tiny --family 2.5 --weights bf16 fp8 int8 --out x.json
 """
 
 from __future__ import annotations
@@ -26,6 +50,7 @@ import platform
 from pathlib import Path
 
 import torch
+from av_flops import H200_PEAK_FLOPS, av_step_flops, mfu
 from bench_report import finish
 from bench_step import AUDIO_FRAMES, SHAPES, TINY, TINY_SHAPES, median
 
@@ -33,12 +58,17 @@ from ltx2_mgpu.workers.group.client import WorkerGroup
 from ltx2_mgpu.workers.group.launcher import Placement
 from ltx2_mgpu.workers.rank.ops_bench import LTX2_19B_TRANSFORMER
 from ltx2_mgpu.workers.wire.comfyui_root import COMFYUI_PATH_ENV, check_comfyui_root
+from ltx2_mgpu.workers.wire.requests import BENCH_WEIGHT_FORMATS
+
+FAMILIES = ("2", "2.3", "2.5")
+GIB = 2**30
 
 
 def native_in_process(
-    root, config: dict, shapes: dict, device, dtype, repeats: int
-) -> dict[int, list[float]]:
-    """(c): ComfyUI imported here, the random model built and sampled in this process."""
+    root, config: dict, shapes: dict, device, dtype, repeats: int, weights: str
+) -> dict[int, dict]:
+    """(c): ComfyUI imported here, the random model built and sampled in this process:
+    {tokens: {"ms": [...], "peak_memory_gib": ...}}."""
     from ltx2_mgpu.workers.engine.comfy.bootstrap import import_comfyui
 
     import_comfyui(root, device)
@@ -48,15 +78,28 @@ def native_in_process(
         from ltx2_mgpu.workers.engine.comfy import bootstrap
 
         comfy.ops.SDPA_BACKEND_PRIORITY[:] = list(bootstrap.comfyui_sdpa_order)
-    from ltx2_mgpu.workers.rank.ops_comfy_bench import comfy_random_model, random_job_inputs, time_steps
+    from ltx2_mgpu.workers.engine.comfy.random_model import comfy_random_model, context_width
+    from ltx2_mgpu.workers.rank.ops_comfy_bench import random_job_inputs, time_steps
 
-    patcher = comfy_random_model(config, device, dtype, seed=0)
+    patcher = comfy_random_model(config, device, dtype, seed=0, weights=weights)
     out = {}
     for tokens, shape in shapes.items():
-        inputs = random_job_inputs(list(shape), AUDIO_FRAMES, config["caption_channels"], 0)
-        out[tokens] = time_steps(patcher, inputs, repeats, device)
+        width = context_width(config)
+        inputs = random_job_inputs(list(shape), AUDIO_FRAMES, config["caption_channels"], 0, width)
+        if device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(device)
+        times = time_steps(patcher, inputs, repeats, device)
+        peak = torch.cuda.max_memory_allocated(device) / GIB if device.type == "cuda" else 0.0
+        out[tokens] = {"ms": times, "peak_memory_gib": peak}
         print(
-            json.dumps({"path": "native_comfyui_in_process", "video_tokens": tokens, "ms": out[tokens]}),
+            json.dumps(
+                {
+                    "path": "native_comfyui_in_process",
+                    "weights": weights,
+                    "video_tokens": tokens,
+                    **out[tokens],
+                }
+            ),
             flush=True,
         )
     del patcher
@@ -69,37 +112,49 @@ def native_in_process(
     return out
 
 
-def worker_paths(devices: str, root, config: dict, shapes: dict, dtype: str, repeats: int) -> dict:
-    """(a) and (b) on one group of `devices`: {tokens: {"comfy_worker_ms", "ltxcore_worker_ms", ...}}."""
+def worker_paths(
+    devices: str, root, config: dict, shapes: dict, dtype: str, repeats: int, weights: str, with_ltxcore: bool
+) -> dict:
+    """(a), and (b) when `with_ltxcore`, on one group of `devices`: {tokens: {"comfy_worker_ms", ...}}."""
     group = WorkerGroup(Placement(tuple(devices.split(",")))).start()
     out: dict[int, dict] = {tokens: {} for tokens in shapes}
     try:
         loaded = group.run(
-            "comfy_load_random_model", {"comfyui_root": root.path, "dtype": dtype, "config": config}
+            "comfy_load_random_model",
+            {"comfyui_root": root.path, "dtype": dtype, "config": config, "weights": weights},
         )
         for tokens, shape in shapes.items():
             args = {"video_shape": list(shape), "audio_frames": AUDIO_FRAMES, "repeats": repeats}
-            reply = group.run("comfy_bench_step", args)[0]
+            replies = group.run("comfy_bench_step", args)
             out[tokens].update(
-                comfy_worker_ms=reply["times_ms"],
+                comfy_worker_ms=replies[0]["times_ms"],
                 comfy_exchange=loaded[0]["exchange"],
-                comfy_split_forwards=reply["split_forwards"],
-                comfy_peak_memory_gib=reply["peak_memory_bytes"] / 2**30,
+                comfy_split_forwards=replies[0]["split_forwards"],
+                comfy_weights_gib_per_gpu=[r["weights_bytes"] / GIB for r in loaded],
+                comfy_peak_memory_gib_per_gpu=[r["peak_memory_bytes"] / GIB for r in replies],
             )
             print(
                 json.dumps(
-                    {"path": "comfy_worker", "devices": devices, "video_tokens": tokens, **out[tokens]}
+                    {
+                        "path": "comfy_worker",
+                        "devices": devices,
+                        "weights": weights,
+                        "video_tokens": tokens,
+                        **out[tokens],
+                    }
                 ),
                 flush=True,
             )
+        if not with_ltxcore:
+            return out
         group.run("unload_model", {})
         group.run("load_random_model", {"dtype": dtype, "config": config})
         for tokens, shape in shapes.items():
             args = {"video_shape": list(shape), "audio_frames": AUDIO_FRAMES, "repeats": repeats, "warmup": 1}
-            reply = group.run("bench_forward", {**args, "compare_plain": False})[0]
+            replies = group.run("bench_forward", {**args, "compare_plain": False})
             out[tokens].update(
-                ltxcore_worker_ms=reply["times_ms"],
-                ltxcore_peak_memory_gib=reply["peak_memory_bytes"] / 2**30,
+                ltxcore_worker_ms=replies[0]["times_ms"],
+                ltxcore_peak_memory_gib_per_gpu=[r["peak_memory_bytes"] / GIB for r in replies],
             )
             print(
                 json.dumps(
@@ -112,10 +167,86 @@ def worker_paths(devices: str, root, config: dict, shapes: dict, dtype: str, rep
     return out
 
 
+def one_format(args, root, config: dict, shapes: dict, device, dtype, weights: str) -> dict:
+    """Every path at every size for one weight format: the report's entry for `weights`."""
+    dtype_name = str(dtype).removeprefix("torch.")
+    with_ltxcore = args.family == "2" and weights == "bf16"
+    native = native_in_process(root, config, shapes, device, dtype, args.repeats, weights)
+    one = worker_paths(str(device), root, config, shapes, dtype_name, args.repeats, weights, with_ltxcore)
+    cases = []
+    for tokens in shapes:
+        flops = av_step_flops(config, tokens, AUDIO_FRAMES)
+        row = {
+            "video_tokens": tokens,
+            "step_tflop": flops / 1e12,
+            "native_comfyui_in_process_ms": native[tokens]["ms"],
+            "native_peak_memory_gib": native[tokens]["peak_memory_gib"],
+            **one[tokens],
+        }
+        base = median(native[tokens]["ms"])
+        row["comfy_worker_over_native"] = median(row["comfy_worker_ms"]) / base
+        row["mfu_native"] = mfu(flops, base, weights)
+        row["mfu_comfy_worker"] = mfu(flops, median(row["comfy_worker_ms"]), weights)
+        if with_ltxcore:
+            row["comfy_worker_over_ltxcore_worker"] = median(row["comfy_worker_ms"]) / median(
+                row["ltxcore_worker_ms"]
+            )
+            row["mfu_ltxcore_worker"] = mfu(flops, median(row["ltxcore_worker_ms"]), weights)
+        cases.append(row)
+    for devices in args.sp_devices:
+        sp = worker_paths(devices, root, config, shapes, dtype_name, args.repeats, weights, with_ltxcore)
+        for row in cases:
+            tokens = row["video_tokens"]
+            entry = {"devices": devices, **sp[tokens]}
+            entry["comfy_speedup_vs_1_gpu"] = median(row["comfy_worker_ms"]) / median(
+                entry["comfy_worker_ms"]
+            )
+            if with_ltxcore:
+                entry["ltxcore_speedup_vs_1_gpu"] = median(row["ltxcore_worker_ms"]) / median(
+                    entry["ltxcore_worker_ms"]
+                )
+            row.setdefault("sequence_parallel", []).append(entry)
+    return {"weights": weights, "peak_tflops": H200_PEAK_FLOPS[weights] / 1e12, "cases": cases}
+
+
+def parameter_report(config: dict, family: str) -> dict:
+    """Parameters of ComfyUI's diffusion model of `config` (counted on the meta device) and, for the
+    releases whose text projection moved into the text encoder, that projection's size."""
+    from ltx2_mgpu.workers.engine.comfy.random_model import parameter_shapes
+
+    shapes = parameter_shapes(config)
+    report = {
+        "diffusion_model": sum(s.numel() for s in shapes.values()),
+        "transformer_blocks": sum(
+            s.numel() for k, s in shapes.items() if k.startswith("transformer_blocks.")
+        ),
+        "text_connectors": sum(s.numel() for k, s in shapes.items() if "embeddings_connector" in k),
+    }
+    if family != "2":
+        # Gemma's 49 hidden states (caption_channels wide) -> video (cross_attention_dim) and audio widths, with biases.
+        gemma_features = 49 * config["caption_channels"]
+        widths = config["cross_attention_dim"] + config["audio_cross_attention_dim"]
+        report["text_projection_in_text_encoder"] = (gemma_features + 1) * widths
+        report["with_text_projection"] = report["diffusion_model"] + report["text_projection_in_text_encoder"]
+    print(json.dumps({"family": family, "parameters": report}), flush=True)
+    return report
+
+
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--tiny", action="store_true", help="CPU smoke run with a small configuration")
+    parser.add_argument(
+        "--family", choices=FAMILIES, default="2", help="LTX release: 2 (19B), 2.3 or 2.5 (22B)"
+    )
+    parser.add_argument(
+        "--weights",
+        nargs="+",
+        choices=BENCH_WEIGHT_FORMATS,
+        default=["bf16"],
+        help="weight formats, in order",
+    )
+    parser.add_argument("--tokens", type=int, nargs="+", help="video token counts to run (default: all)")
     parser.add_argument("--repeats", type=int, default=3, help="timed steps per path and size")
     parser.add_argument("--sp-devices", nargs="*", default=[], help="also time SP groups, e.g. cuda:0,cuda:1")
     parser.add_argument("--comfyui", default=os.environ.get(COMFYUI_PATH_ENV, ""), help="ComfyUI root")
@@ -124,44 +255,33 @@ def main(argv: list[str] | None = None) -> dict:
         parser.error(f"name the ComfyUI to measure with --comfyui or {COMFYUI_PATH_ENV}")
     root = check_comfyui_root(args.comfyui, source="--comfyui")
     device = torch.device("cpu" if args.tiny else "cuda:0")
-    config = {**LTX2_19B_TRANSFORMER, **(TINY if args.tiny else {})}
-    shapes = TINY_SHAPES if args.tiny else SHAPES
+    all_shapes = TINY_SHAPES if args.tiny else SHAPES
+    unknown = sorted(set(args.tokens or ()) - set(all_shapes))
+    if unknown:
+        parser.error(f"--tokens {unknown} not among the sizes {sorted(all_shapes)}")
+    shapes = {t: s for t, s in all_shapes.items() if not args.tokens or t in args.tokens}
     dtype = torch.float32 if args.tiny else torch.bfloat16
-    dtype_name = str(dtype).removeprefix("torch.")
+    from ltx2_mgpu.workers.engine.comfy.bootstrap import import_comfyui
+    from ltx2_mgpu.workers.engine.comfy.random_model import family_config
+
+    import_comfyui(root, device)
+    config = family_config({**LTX2_19B_TRANSFORMER, **(TINY if args.tiny else {})}, args.family)
     report: dict = {
         "machine": platform.node(),
         "device": str(device),
         "comfyui": {"path": root.path, "version": root.version},
         "comfy_kitchen_installed": importlib.util.find_spec("comfy_kitchen") is not None,
-        "config": "tiny" if args.tiny else "ltx-2-19b",
+        "family": args.family,
+        "config": "tiny"
+        if args.tiny
+        else {"2": "ltx-2-19b", "2.3": "ltx-2.3-22b", "2.5": "ltx-2.5-22b"}[args.family],
+        "transformer_config": config,
+        "parameters": parameter_report(config, args.family),
         "repeats": args.repeats,
     }
     if device.type == "cuda":
         report["gpu"] = torch.cuda.get_device_name(device)
-    native = native_in_process(root, config, shapes, device, dtype, args.repeats)
-    one = worker_paths(str(device), root, config, shapes, dtype_name, args.repeats)
-    cases = []
-    for tokens in shapes:
-        row = {"video_tokens": tokens, "native_comfyui_in_process_ms": native[tokens], **one[tokens]}
-        base = median(native[tokens])
-        row["comfy_worker_over_native"] = median(row["comfy_worker_ms"]) / base
-        row["comfy_worker_over_ltxcore_worker"] = median(row["comfy_worker_ms"]) / median(
-            row["ltxcore_worker_ms"]
-        )
-        cases.append(row)
-    report["cases"] = cases
-    for devices in args.sp_devices:
-        sp = worker_paths(devices, root, config, shapes, dtype_name, args.repeats)
-        for row in cases:
-            tokens = row["video_tokens"]
-            entry = {"devices": devices, **sp[tokens]}
-            entry["comfy_speedup_vs_1_gpu"] = median(row["comfy_worker_ms"]) / median(
-                entry["comfy_worker_ms"]
-            )
-            entry["ltxcore_speedup_vs_1_gpu"] = median(row["ltxcore_worker_ms"]) / median(
-                entry["ltxcore_worker_ms"]
-            )
-            row.setdefault("sequence_parallel", []).append(entry)
+    report["formats"] = [one_format(args, root, config, shapes, device, dtype, w) for w in args.weights]
     return finish(report, args.out, argv)
 
 

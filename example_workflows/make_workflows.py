@@ -28,6 +28,27 @@ MODELS = {
         "directory": "text_encoders",
     },
 }
+# LTX-2.3: the files ComfyUI's official video_ltx2_3_t2v template names (with its download URLs).
+CHECKPOINT_23 = "ltx-2.3-22b-dev-fp8.safetensors"
+UPSCALER_23 = "ltx-2.3-spatial-upscaler-x2-1.1.safetensors"
+DISTILLED_LORA_23 = "ltx_2.3_22b_distilled_1.1_lora_dynamic_fro09_avg_rank_111_bf16.safetensors"
+MODELS |= {
+    CHECKPOINT_23: {
+        "url": "https://huggingface.co/Lightricks/LTX-2.3-fp8/resolve/main/" + CHECKPOINT_23,
+        "directory": "checkpoints",
+    },
+    UPSCALER_23: {
+        "url": "https://huggingface.co/Lightricks/LTX-2.3/resolve/main/" + UPSCALER_23,
+        "directory": "latent_upscale_models",
+    },
+    DISTILLED_LORA_23: {
+        "url": "https://huggingface.co/Comfy-Org/ltx-2.3/resolve/main/split_files/loras/" + DISTILLED_LORA_23,
+        "directory": "loras",
+    },
+}
+# The template's two schedules: stage 1 the distilled 8 steps from pure noise, stage 2 from 0.85.
+STAGE1_SIGMAS_23 = "1.0, 0.99375, 0.9875, 0.98125, 0.975, 0.909375, 0.725, 0.421875, 0.0"
+STAGE2_SIGMAS_23 = "0.85, 0.7250, 0.4219, 0.0"
 PROMPT = (
     "A red fox trots through fresh snow in a birch forest at dawn, breath steaming, soft golden light, "
     "the crunch of snow underfoot and distant birdsong."
@@ -311,17 +332,17 @@ TDP_STAGE2 = {
 }
 
 
-def loader(g: Graph, at=(0, 0)) -> Node:
+def loader(g: Graph, at=(0, 0), ckpt_name: str = CHECKPOINT, lora: tuple[str, float] = ("None", 1.0)) -> Node:
     return g.add(
         "LTX2MGPULoader",
         {
-            "ckpt_name": CHECKPOINT,
+            "ckpt_name": ckpt_name,
             "gpus": "all",
             "weight_dtype": "bfloat16",
             "max_video_tokens": 32768,
             "mode": "comfyui",
-            "lora_name": "None",
-            "lora_strength": 1.0,
+            "lora_name": lora[0],
+            "lora_strength": lora[1],
             "compile_blocks": False,
             "fp8_matmul": False,
         },
@@ -558,7 +579,69 @@ def upscale_video() -> Graph:
     return g
 
 
-WORKFLOWS = (text_to_video, image_to_video, upscale_latent, upscale_video)
+def text_to_video_23() -> Graph:
+    """The MGPU twin of ComfyUI's video_ltx2_3_t2v template: its files, sizes, schedules and guidance."""
+    g = Graph(
+        "ltx2_3_mgpu_t2v",
+        "LTX-2.3 text-to-video on all GPUs, the MGPU twin of ComfyUI's video_ltx2_3_t2v template: the distilled "
+        "1.1 LoRA at 0.5 fused by the loader, MGPU Text Encode (Gemma 3 fp4 mixed; the template's Gemma LoRA needs "
+        "the bf16 Gemma file and MGPU Text Encode's lora_name; no prompt enhancer), SP Sampler at 640x352 with the distilled schedule and CFG 1, "
+        "TDP Upscaler with the x2 1.1 upscaler to 1280x704, Distributed VAE Decode at 25 fps.",
+    )
+    model = loader(g, ckpt_name=CHECKPOINT_23, lora=(DISTILLED_LORA_23, 0.5))
+    texts = [
+        g.add(
+            "LTX2MGPUTextEncode",
+            {"text_encoder": GEMMA, "text": text, "placement": "auto"},
+            (0, 330 + 180 * i),
+            title,
+            mgpu_model=(model, 0),
+        )
+        for i, (text, title) in enumerate(((PROMPT, "Positive prompt"), (NEGATIVE, "Negative prompt")))
+    ]
+    cond = g.add(
+        "LTXVConditioning", {"frame_rate": 25.0}, (400, 400), positive=(texts[0], 0), negative=(texts[1], 0)
+    )
+    video = g.add(
+        "EmptyLTXVLatentVideo", {"width": 640, "height": 352, "length": 121, "batch_size": 1}, (400, 690)
+    )
+    audio_vae = g.add("LTXVAudioVAELoader", {"ckpt_name": CHECKPOINT_23}, (0, 920))
+    audio = g.add(
+        "LTXVEmptyLatentAudio",
+        {"frames_number": 121, "frame_rate": 25, "batch_size": 1},
+        (400, 920),
+        audio_vae=(audio_vae, 0),
+    )
+    av = g.add("LTXVConcatAVLatent", {}, (800, 690), video_latent=(video, 0), audio_latent=(audio, 0))
+    stage1_sigmas = g.add("ManualSigmas", {"sigmas": STAGE1_SIGMAS_23}, (800, 870))
+    stage1 = g.add(
+        "LTX2SPSampler",
+        {"sampler_name": "euler", "cfg": 1.0, "cfg_audio": 1.0, "seed": 42, "add_noise": True},
+        (1200, 0),
+        "Stage 1: SP Sampler (half size)",
+        mgpu_model=(model, 0),
+        positive=(cond, 0),
+        negative=(cond, 1),
+        latent=(av, 0),
+        sigmas=(stage1_sigmas, 0),
+    )
+    stage2_sigmas = g.add("ManualSigmas", {"sigmas": STAGE2_SIGMAS_23}, (800, 1000))
+    stage2 = g.add(
+        "LTX2TDPUpscaler",
+        {**TDP_STAGE2, "upscale_model": UPSCALER_23, "sampler_name": "euler", "cfg": 1.0},
+        (1200, 450),
+        "Stage 2: TDP Upscaler (full size)",
+        mgpu_model=(model, 0),
+        positive=(cond, 0),
+        negative=(cond, 1),
+        latent=(stage1, 0),
+        sigmas=(stage2_sigmas, 0),
+    )
+    decode_and_save(g, model, (stage2, 0), 25.0, "video/LTX-2.3-MultiGPU")
+    return g
+
+
+WORKFLOWS = (text_to_video, image_to_video, upscale_latent, upscale_video, text_to_video_23)
 
 
 def main() -> None:

@@ -164,3 +164,13 @@ def install_unload_hook(on_unload: Callable[[], None]) -> bool:
     unload_all_models._ltx2_mgpu_hooked = True  # type: ignore[attr-defined]
     mm.unload_all_models = unload_all_models
     return True
+
+
+def show_node_text(text: str, node_id) -> None:
+    """Show `text` under node `node_id` in ComfyUI's graph (PromptServer.send_progress_text, the text
+    ComfyUI's own nodes show while they run). Nothing outside ComfyUI or without a node id."""
+    server = sys.modules.get("server") if node_id is not None else None  # never imports ComfyUI's server
+    instance = getattr(getattr(server, "PromptServer", None), "instance", None)
+    send = getattr(instance, "send_progress_text", None)
+    if send is not None:
+        send(text, str(node_id))

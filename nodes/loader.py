@@ -7,10 +7,11 @@ from pathlib import Path
 from ..workers.group import console
 from ..workers.group.launcher import PACK_ROOT, parse_devices
 from ..workers.group.manager import MGPUModel
-from ..workers.wire.backend import BACKEND_COMFY, choose_backend
+from ..workers.wire.backend import BACKEND_LTXCORE, choose_backend
 from ..workers.wire.checks import DTYPES, ForwardMode
 from ..workers.wire.constants import DEFAULT_MAX_VIDEO_TOKENS
-from ..workers.wire.model_family import LTXCORE_FAMILIES, check_vae_files, read_model_file_info
+from ..workers.wire.ltx_files import check_vae_files, read_model_file_info
+from ..workers.wire.model_family import ModelFamily, check_ltxcore_serves, detect_model_family
 from ..workers.wire.model_files import read_safetensors_header
 from . import comfy, jobs
 from .mgpu_lora import NO_LORA, lora_entry, strength_input
@@ -23,8 +24,9 @@ FROM_CHECKPOINT = "(from the checkpoint)"
 
 class LTX2MGPULoader:
     DESCRIPTION = (
-        "Starts one worker process per GPU (or reuses the running ones) and loads the LTX-2 checkpoint in each. "
-        "Connect its MGPU_MODEL to the SP Sampler, TDP Upscaler and Distributed VAE Decode."
+        "Starts one worker process per GPU (or reuses the running ones) and loads the LTX checkpoint in each "
+        "(LTX-2, LTX-2.3). Connect its MGPU_MODEL to the SP Sampler, TDP Upscaler and Distributed VAE Decode. "
+        "The release and weight format it found are shown under the node and on the console."
     )
     CATEGORY = CATEGORY
     RETURN_TYPES = ("MGPU_MODEL", "STRING")
@@ -43,9 +45,9 @@ class LTX2MGPULoader:
                 "ckpt_name": (
                     names,
                     {
-                        "tooltip": "The LTX checkpoint (LTX-2, LTX-2.3: one file in checkpoints) or diffusion "
-                        "model (LTX-2.5: diffusion_models, with its VAE files below). Family and weight format "
-                        "(bf16, fp8 scaled, int8 convrot, nvfp4) are detected."
+                        "tooltip": "The LTX checkpoint (ComfyUI's checkpoints or diffusion_models folder): LTX-2 "
+                        "19B or LTX-2.3 22B, bf16 or fp8; or LTX-2.5's diffusion model (with its VAE files in "
+                        "video_vae_name / audio_vae_name). The release and weight format found are shown under the node."
                     },
                 ),
                 "gpus": (
@@ -143,15 +145,15 @@ class LTX2MGPULoader:
         unique_id=None,
     ):
         path = comfy.full_path(MODEL_FOLDERS, ckpt_name)
-        read_safetensors_header(path)  # refuses non-safetensors files before any worker starts
-        info = read_model_file_info(path)
+        header = read_safetensors_header(path)  # refuses non-safetensors files before any worker starts
+        found = detect_model_family(header.shapes, header.dtypes, header.metadata)
         video_vae = (
             "" if video_vae_name == FROM_CHECKPOINT else str(comfy.full_path(("vae",), video_vae_name))
         )
         audio_vae = (
             "" if audio_vae_name == FROM_CHECKPOINT else str(comfy.full_path(("vae",), audio_vae_name))
         )
-        check_vae_files(info, video_vae, audio_vae)
+        check_vae_files(read_model_file_info(path), video_vae, audio_vae)
         placement = parse_devices(gpus)
         # Inside ComfyUI, mode "comfyui" runs ComfyUI's own model stack in the workers; an unusable
         # ComfyUI named by COMFYUI_PATH is refused here, before any worker starts.
@@ -164,8 +166,9 @@ class LTX2MGPULoader:
             if on
         )
         backend = choose_backend(PACK_ROOT, mode=mode, ltxcore_only=ltxcore_only)
-        if info.family not in LTXCORE_FAMILIES and backend.backend != BACKEND_COMFY:
-            raise ValueError(ltxcore_refusal(info.family, ckpt_name, backend.reason))
+        if backend.backend == BACKEND_LTXCORE:
+            check_ltxcore_serves(found, path.name)
+        report_family(path.name, found, backend.backend, unique_id)
         model = MGPUModel(
             checkpoint=str(path),
             dtype=weight_dtype,
@@ -180,25 +183,23 @@ class LTX2MGPULoader:
             comfyui_version=backend.root_version,
             video_vae=video_vae,
             audio_vae=audio_vae,
-            family=info.family,
+            family=found.family,
         )
-        description = info.describe() + "".join(
+        # Also an output: what was found, with the separate VAE files (LTX-2.5).
+        description = f"{path.name}: {found.describe()}" + "".join(
             f"; {kind} VAE {Path(file).name}"
             for kind, file in (("video", video_vae), ("audio", audio_vae))
             if file
         )
-        console.info(f"MGPU Loader: {description} ({backend.backend} backend)")
         jobs.load(model, node_id=unique_id)
         return (model, description)
 
 
-def ltxcore_refusal(family: str, name: str, reason: str) -> str:
-    return (
-        f"{name} is an {family} model, which only runs on the comfy backend (ComfyUI's own model code "
-        f"in the workers; ltx-core 1.0.0 has no {family}), but this load chose ltx-core ({reason}). "
-        "Run it inside ComfyUI with mode comfyui and compile_blocks / fp8_matmul off (or set "
-        "COMFYUI_PATH to a ComfyUI 0.33 or newer)"
-    )
+def report_family(file_name: str, found: ModelFamily, backend: str, node_id) -> None:
+    """What the loader found, on the console and under the node in ComfyUI's graph."""
+    line = f"{file_name}: {found.describe()} (backend {backend})"
+    console.info(line)
+    comfy.show_node_text(line, node_id)
 
 
 NODE_CLASSES = {"LTX2MGPULoader": (LTX2MGPULoader, "MGPU Loader")}

@@ -8,16 +8,18 @@ import torch
 
 from ..workers.group.client import output_slot
 from ..workers.group.manager import MGPUModel
+from ..workers.text.gemma_lora import text_lora_pairs
 from ..workers.text.text_encoder import open_gemma
 from ..workers.text.text_tokenizer import load_prompt_tokenizer
 from ..workers.wire.backend import BACKEND_COMFY
-from ..workers.wire.model_family import is_gemma4_file
+from ..workers.wire.ltx_files import is_gemma4_file
 from ..workers.wire.model_files import read_safetensors_header
 from ..workers.wire.requests import TEXT_PLACEMENTS as PLACEMENTS
 from ..workers.wire.requests import EncodeGemma4, EncodeText
 from . import comfy
 from .jobs import run_job
 from .loader import CATEGORY
+from .mgpu_lora import LORA_FOLDERS, NO_LORA, strength_input
 
 FOLDER = "text_encoders"
 PROJECTION_KEY = "text_embedding_projection.aggregate_embed.weight"
@@ -112,6 +114,16 @@ def encode_gemma4(mgpu_model: MGPUModel, path: Path, text: str, node_id) -> list
     return [[out.tensor[:, :tokens].clone(), {"pooled_output": None, "unprocessed_ltxav_embeds": True}]]
 
 
+def text_lora_entry(lora_name: str, strength: float, shapes) -> list[tuple[str, float]]:
+    """[(full path, strength)] for a text-encoder LoRA picked in the node (checked against the Gemma's
+    shapes from headers), or [] for "None" or strength 0."""
+    if lora_name == NO_LORA or float(strength) == 0.0:
+        return []
+    path = comfy.full_path(LORA_FOLDERS, lora_name)
+    text_lora_pairs(path, shapes)
+    return [(str(path), float(strength))]
+
+
 class LTX2MGPUTextEncode:
     DESCRIPTION = (
         "Encodes a prompt with Gemma 3 (the LTX-2 text encoder) on the worker group's GPUs: layers spread over "
@@ -156,21 +168,44 @@ class LTX2MGPUTextEncode:
                     },
                 ),
             },
+            "optional": {
+                "lora_name": (
+                    [NO_LORA, *comfy.filename_list("loras")],
+                    {
+                        "default": NO_LORA,
+                        "tooltip": "A LoRA on the text encoder, as LoraLoader's CLIP side applies it (the LTX-2.3 "
+                        "templates' Gemma LoRA). Needs the bf16 Gemma file; model LoRAs go on the MGPU Loader.",
+                    },
+                ),
+                "lora_strength": strength_input(
+                    "Strength of lora_name on the text encoder (LoraLoader's strength_clip)."
+                ),
+            },
             "hidden": {"unique_id": "UNIQUE_ID"},
         }
 
     def encode(
-        self, mgpu_model: MGPUModel, text_encoder: str, text: str, placement: str = "auto", unique_id=None
+        self,
+        mgpu_model: MGPUModel,
+        text_encoder: str,
+        text: str,
+        placement: str = "auto",
+        lora_name: str = NO_LORA,
+        lora_strength: float = 1.0,
+        unique_id=None,
     ):
         if placement not in PLACEMENTS:
             raise ValueError(f"placement {placement!r} is not one of {', '.join(PLACEMENTS)}")
         path = resolve_text_encoder(text_encoder)
         if path.is_file() and is_gemma4_file(path):
             return (encode_gemma4(mgpu_model, path, text, unique_id),)
-        open_gemma(path)  # the file's own errors first, before a tokenizer is looked for
+        gemma = open_gemma(path)  # the file's own errors first, before a tokenizer is looked for
+        loras = text_lora_entry(lora_name, lora_strength, gemma.shapes)
         ids = load_prompt_tokenizer(path).token_ids(text)
         out = output_slot((1, len(ids), projection_width(mgpu_model.checkpoint)), torch.float32)
-        request = EncodeText(text_encoder=str(path), prompts=[ids], placement=placement, outputs=[out])
+        request = EncodeText(
+            text_encoder=str(path), prompts=[ids], placement=placement, outputs=[out], text_loras=tuple(loras)
+        )
         run_job(mgpu_model, request, node_id=unique_id, total=1)
         return ([[out.tensor, {"pooled_output": None, "unprocessed_ltxav_embeds": True}]],)
 

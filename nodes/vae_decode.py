@@ -10,7 +10,7 @@ import torch
 
 from ..workers.group.client import output_slot
 from ..workers.group.manager import MGPUModel
-from ..workers.strategies.decode_limits import check_decodable
+from ..workers.strategies.decode_limits import NO_PADDING, REFLECT, check_decodable, min_decode_cells
 from ..workers.wire import shm
 from ..workers.wire.config import SHM_DIR
 from ..workers.wire.constants import VIDEO_FRAMES_PER_CELL as FRAMES_PER_CELL
@@ -33,6 +33,9 @@ log = logging.getLogger(__name__)
 MAX_TILE_PX = 4096
 MAX_TEMPORAL_FRAMES = 4096
 DECODE_MODES = VAE_DECODE_MODES
+MAX_ATTENTION_CHUNK_MB = 1 << 20
+# ComfyUI detects LTX-2.5's diffusion VAE decoder by this key (comfy/sd.py, VAE.__init__).
+DIFFUSION_DECODER_KEY = "vae.decoder.conv_in_x_t.weight"
 
 
 def _int_input(default: int, step: int, maximum: int, tooltip: str) -> tuple:
@@ -50,6 +53,19 @@ def _check_shared_memory(nbytes: int) -> None:
             f"{free / 2**30:.1f} GiB free. Enlarge {SHM_DIR} (Docker: --shm-size), or decode fewer frames or "
             "a smaller resolution at a time."
         )
+
+
+def _padding_mode(checkpoint) -> str:
+    """How the checkpoint's video decoder pads at the frame's edges (decode_limits.py): none for LTX-2.5's
+    diffusion decoder, reflection for the others. Reads the file's header only."""
+    from safetensors import safe_open
+
+    try:
+        with safe_open(str(checkpoint), framework="pt") as f:
+            is_diffusion = DIFFUSION_DECODER_KEY in f.keys()
+    except (OSError, ValueError, TypeError):  # not a single safetensors file: the rank names the problem
+        is_diffusion = False
+    return NO_PADDING if is_diffusion else REFLECT
 
 
 class LTX2DistributedVAEDecode:
@@ -107,6 +123,14 @@ class LTX2DistributedVAEDecode:
                         "and 64 frames). With the ltx-core backend both decode ltx-core's tiles.",
                     },
                 ),
+                "attention_chunk_mb": _int_input(
+                    0,
+                    64,
+                    MAX_ATTENTION_CHUNK_MB,
+                    "LTX-2.5's diffusion VAE decoder, exact mode: the most MiB one neighbourhood attention "
+                    "call may hold on a GPU (its queries, keys, values and output for a run of rows). "
+                    "0: each GPU's whole band at once. Smaller uses less memory, same frames, slower.",
+                ),
             },
             "hidden": {"unique_id": "UNIQUE_ID"},
         }
@@ -120,6 +144,7 @@ class LTX2DistributedVAEDecode:
         temporal_size: int = AUTO,
         temporal_overlap: int = DEFAULT_TEMPORAL_OVERLAP_FRAMES,
         mode: str = DECODE_MODES[0],
+        attention_chunk_mb: int = 0,
         unique_id=None,
     ):
         samples = latent.get("samples") if isinstance(latent, dict) else None
@@ -132,8 +157,11 @@ class LTX2DistributedVAEDecode:
         settings = TileSettings(tile_size, overlap, temporal_size, temporal_overlap)
         video = parts.video.float().contiguous()
         audio = None if parts.audio is None else parts.audio.float().contiguous()
-        VaeDecode(video=video, audio=audio, tiles=settings, mode=mode)  # the checks, before any allocation
-        check_decodable(tuple(video.shape))
+        chunk_bytes = int(attention_chunk_mb) * 2**20
+        # The checks, before any allocation.
+        VaeDecode(video=video, audio=audio, tiles=settings, mode=mode, na_chunk_bytes=chunk_bytes)
+        if min(video.shape[-2:]) < min_decode_cells(REFLECT):  # the answer depends on the decoder
+            check_decodable(tuple(video.shape), _padding_mode(mgpu_model.checkpoint))
         wave = None
         if parts.audio is not None:
             # LTX-2.5's audio VAE is its own file, with the audio config in its metadata.
@@ -146,7 +174,13 @@ class LTX2DistributedVAEDecode:
         out_image = output_slot(image_dims, torch.float32)
         out_audio = None if wave_dims is None else output_slot(wave_dims, torch.float32)
         request = VaeDecode(
-            video=video, audio=audio, tiles=settings, mode=mode, out_image=out_image, out_audio=out_audio
+            video=video,
+            audio=audio,
+            tiles=settings,
+            mode=mode,
+            na_chunk_bytes=chunk_bytes,
+            out_image=out_image,
+            out_audio=out_audio,
         )
         try:
             # The tile count (the bar's length) comes with the workers' first progress report.

@@ -167,7 +167,7 @@ def test_tdp_one_tile_matches_native_stage2(native25, ours25, tiny25):  # noqa: 
 def test_sp_sampler_on_the_int8_convrot_transformer(native25, tiny25):  # noqa: F811
     model, info = load_ours(tiny25, 2, tiny25.transformer_int8)
     try:
-        assert "int8 convrot" in info
+        assert "LTX-2.5" in info and "int8" in info
         args = inputs(native25)
         native = native_sample(native25, native25.model_int8, *args)
         ours = our_sample(model, *args)
@@ -184,7 +184,7 @@ def test_ltxcore_backend_refuses_ltx25_before_loading(tiny25):
 
     model = MGPUModel.create(tiny25.transformer, devices="cpu:1", dtype="float32", backend="ltxcore")
     try:
-        with pytest.raises(JobInputError, match=r"LTX-2\.5.*ltx-core 1\.0\.0.*inside ComfyUI"):
+        with pytest.raises(JobInputError, match=r"LTX-2\.5.*ltx-core backend.*inside ComfyUI"):
             get_manager().acquire(model)
     finally:
         get_manager().unload()
@@ -225,9 +225,7 @@ def test_loader_refuses_ltx25_on_ltxcore_before_any_worker(native25, tiny25):  #
     from ltx2_mgpu.nodes.loader import LTX2MGPULoader
 
     before = get_manager().group
-    with pytest.raises(
-        ValueError, match=r"LTX-2\.5 model, which only runs on the comfy backend.*inside ComfyUI"
-    ):
+    with pytest.raises(ValueError, match=r"is LTX-2\.5; the ltx-core backend.*inside ComfyUI"):
         LTX2MGPULoader().load(
             tiny25.transformer.name, "cpu:1", "float32", mode="reference",
             video_vae_name=tiny25.video_vae.name, audio_vae_name=tiny25.audio_vae.name,

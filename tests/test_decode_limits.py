@@ -9,6 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from safetensors.torch import save_file
 
 from ltx2_mgpu.nodes.vae_decode import LTX2DistributedVAEDecode
 from ltx2_mgpu.workers.rank.ops import InputRejected, read_request
@@ -32,11 +33,28 @@ def test_two_cells_decode_and_zero_padding_takes_one():
     assert min_decode_cells("reflect") == 2
 
 
-def test_the_node_refuses_before_starting_any_worker():
-    started = SimpleNamespace()  # any use of the model (world_size, checkpoint) would raise AttributeError
+def _checkpoint_with(path, key: str) -> SimpleNamespace:
+    """An MGPU_MODEL stand-in whose file holds only `key`: the node may read the file's header, any
+    other use of the model (world_size: starting workers) raises AttributeError."""
+    save_file({key: torch.zeros(1)}, str(path))
+    return SimpleNamespace(checkpoint=str(path))
+
+
+def test_the_node_refuses_before_starting_any_worker(tmp_path):
+    started = _checkpoint_with(tmp_path / "conv.safetensors", "vae.decoder.conv_in.conv.weight")
     latent = {"samples": torch.zeros(1, 128, 2, 1, 1)}
     with pytest.raises(ValueError, match=r"\[B, 128, F, 2, 2\]"):
         LTX2DistributedVAEDecode().decode(started, latent)
+
+
+def test_the_node_lets_one_cell_through_to_the_diffusion_decoder(tmp_path):
+    # LTX-2.5's diffusion decoder pads nothing: ComfyUI decodes a 1 x 1 latent with it.
+    started = _checkpoint_with(tmp_path / "na.safetensors", "vae.decoder.conv_in_x_t.weight")
+    latent = {"samples": torch.zeros(1, 128, 2, 1, 1)}
+    # Past the size check, on to the workers (which the stand-in cannot start).
+    with pytest.raises(AttributeError) as failed:
+        LTX2DistributedVAEDecode().decode(started, latent)
+    assert "'checkpoint'" not in str(failed.value) and "no attribute" in str(failed.value)
 
 
 def test_ranks_refuse_it_alike_before_any_collective():

@@ -48,3 +48,18 @@ def test_the_tiny_lora_loads_in_comfyuis_lora_loader(made):
         (patched,) = nodes.LoraLoaderModelOnly().load_lora_model_only(model, LORA_FILE_NAME, 1.0)
     # ComfyUI only logs keys it cannot place; every pair must have become a patch of a weight.
     assert len(patched.patches) == lora_pairs(made / LORA_FILE_NAME) > 0
+
+
+def test_make_tiny_families(tmp_path, monkeypatch, capsys):
+    """--family picks the release; an unknown one is refused by name, and 2.3 without any ComfyUI says
+    how to point at one (it builds ComfyUI's own classes)."""
+    import sys
+
+    assert main(["make-tiny", "--family", "9", str(tmp_path)]) == 2
+    assert "--family '9' is not one of 2, 2.3" in capsys.readouterr().err
+    if "comfy.model_management" in sys.modules:
+        pytest.skip("ComfyUI is imported in this process; make-tiny --family 2.3 would use it")
+    monkeypatch.delenv("COMFYUI_PATH", raising=False)
+    assert main(["make-tiny", "--family", "2.3", str(tmp_path)]) == 1
+    assert "found no ComfyUI: set COMFYUI_PATH" in capsys.readouterr().err
+    assert not list(tmp_path.glob("*.safetensors"))

@@ -1,119 +1,102 @@
-"""Family, weight format and VAE pairing read from safetensors headers (workers/wire/model_family.py),
-on small files with the key names of each release; no ComfyUI needed."""
+"""The MGPU Loader's family and weight-format detection (workers/wire/model_family.py), and its refusal of
+LTX-2.3 files on the ltx-core backend before any worker starts."""
 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 import torch
 from safetensors.torch import save_file
 
-from ltx2_mgpu.workers.wire.model_family import (
-    AUDIO_VAE,
-    LTX2,
-    LTX23,
-    LTX25,
-    VIDEO_VAE_CONV,
-    VIDEO_VAE_DIFFUSION,
-    check_vae_files,
-    is_gemma4_file,
-    read_model_file_info,
-    read_vae_kind,
-)
+from conftest import worker_children
+from ltx2_mgpu.workers.wire.model_family import LTX2, LTX23, LTX25, UNKNOWN, detect_model_family
+from ltx2_mgpu.workers.wire.model_files import read_safetensors_header
 
 P = "model.diffusion_model."
 
 
-def write(path: Path, tensors: dict[str, torch.Tensor], metadata: dict | None = None) -> Path:
-    save_file({k: v.clone().contiguous() for k, v in tensors.items()}, str(path), metadata=metadata)
+def header_of(path):
+    header = read_safetensors_header(path)
+    return detect_model_family(header.shapes, header.dtypes, header.metadata)
+
+
+def write(path, keys: dict[str, torch.Tensor], transformer_config: dict | None = None):
+    metadata = (
+        None if transformer_config is None else {"config": json.dumps({"transformer": transformer_config})}
+    )
+    save_file(keys, str(path), metadata=metadata)
     return path
 
 
-def transformer(family: str, dtype: torch.dtype = torch.bfloat16) -> dict[str, torch.Tensor]:
-    w = torch.zeros(4, 4, dtype=dtype)
-    out = {P + "audio_adaln_single.linear.weight": w, P + "transformer_blocks.0.ff.net.0.proj.weight": w}
-    if family != LTX25:
-        out[P + "transformer_blocks.0.ff.net.0.proj.bias"] = torch.zeros(4, dtype=dtype)
-    if family in (LTX23, LTX25):
-        out[P + "transformer_blocks.0.attn1.to_gate_logits.weight"] = w
-    if family == LTX25:
-        out[P + "keyframes_abs_pos_embedding"] = torch.zeros(1, 4, dtype=dtype)
-    return out
-
-
-@pytest.mark.parametrize("family", [LTX2, LTX23, LTX25])
-def test_family_is_read_from_the_transformer_keys(tmp_path, family):
-    info = read_model_file_info(write(tmp_path / "m.safetensors", transformer(family)))
-    assert (info.family, info.weight_format, info.video_vae, info.audio_vae) == (family, "bf16", False, False)
-    assert "diffusion model only" in info.describe()
-
-
-def test_int8_convrot_and_fp8_scaled_and_metadata_quantization(tmp_path):
-    conf = {"format": "int8_tensorwise", "convrot": True, "convrot_groupsize": 16}
-    int8 = transformer(LTX25) | {
-        P + "transformer_blocks.0.attn1.to_q.weight": torch.zeros(4, 4, dtype=torch.int8),
-        P + "transformer_blocks.0.attn1.to_q.comfy_quant": torch.frombuffer(
-            bytearray(json.dumps(conf).encode()), dtype=torch.uint8
-        ),
-    }
-    assert read_model_file_info(write(tmp_path / "a.safetensors", int8)).weight_format == "int8 convrot"
-    fp8 = transformer(LTX23, torch.float8_e4m3fn) | {
-        P + "transformer_blocks.0.attn1.to_q.weight_scale": torch.ones(()),
-        "vae.decoder.conv_in.conv.weight": torch.zeros(1),
-    }
-    info = read_model_file_info(write(tmp_path / "b.safetensors", fp8))
-    assert (info.weight_format, info.video_vae) == ("fp8 scaled", True)
-    layers = {"layers": {"transformer_blocks.0.attn1.to_q": {"format": "nvfp4"}}}
-    meta = {"_quantization_metadata": json.dumps(layers)}
-    nvfp4 = read_model_file_info(write(tmp_path / "c.safetensors", transformer(LTX2), meta))
-    assert nvfp4.weight_format == "nvfp4 mixed"
-
-
-def test_a_file_without_an_ltx_transformer_is_refused_by_name(tmp_path):
-    path = write(tmp_path / "other.safetensors", {"foo.weight": torch.zeros(2)})
-    with pytest.raises(ValueError, match=r"other\.safetensors holds no LTX audio-video transformer"):
-        read_model_file_info(path)
-    (tmp_path / "pickle.ckpt").write_bytes(b"\x80\x04junk")
-    with pytest.raises(ValueError, match="not a safetensors file"):
-        read_model_file_info(tmp_path / "pickle.ckpt")
-
-
-@pytest.fixture
-def vaes(tmp_path) -> dict[str, Path]:
-    z = torch.zeros(1)
+def ltx2_keys(dtype=torch.bfloat16) -> dict[str, torch.Tensor]:
     return {
-        VIDEO_VAE_DIFFUSION: write(tmp_path / "v25.safetensors", {"decoder.conv_in_x_t.weight": z}),
-        VIDEO_VAE_CONV: write(
-            tmp_path / "v2.safetensors", {"decoder.up_blocks.0.res_blocks.0.conv1.conv.weight": z}
-        ),
-        AUDIO_VAE: write(tmp_path / "a.safetensors", {"vocoder.resblocks.0.convs1.0.weight": z}),
+        f"{P}adaln_single.linear.weight": torch.zeros(6, 4, dtype=torch.bfloat16),
+        f"{P}audio_adaln_single.linear.weight": torch.zeros(6, 4, dtype=torch.bfloat16),
+        f"{P}transformer_blocks.0.attn1.to_q.weight": torch.zeros(4, 4, dtype=dtype),
+        f"{P}transformer_blocks.0.attn1.to_q.bias": torch.zeros(4, dtype=torch.bfloat16),
+        "vae.decoder.conv_in.conv.weight": torch.zeros(1, 1, 1, 1, 1),
     }
 
 
-def test_vae_kinds(vaes):
-    assert {kind: read_vae_kind(path) for kind, path in vaes.items()} == {k: k for k in vaes}
+def test_the_tiny_ltx2_is_ltx2_bf16(tiny):
+    found = header_of(tiny.checkpoint)
+    assert (found.family, found.weight_format, found.has_vae) == (LTX2, "bf16", True)
+    assert found.describe() == "LTX-2, weights bf16, with its VAE"
 
 
-def test_vae_files_that_do_not_fit_are_refused_naming_both(tmp_path, vaes):
-    t25 = read_model_file_info(write(tmp_path / "t25.safetensors", transformer(LTX25)))
-    t2 = read_model_file_info(write(tmp_path / "t2.safetensors", transformer(LTX2)))
-    check_vae_files(t25, str(vaes[VIDEO_VAE_DIFFUSION]), str(vaes[AUDIO_VAE]))  # the template's set
-    with pytest.raises(ValueError, match=r"a\.safetensors is an audio VAE.*video VAE of t25\.safetensors"):
-        check_vae_files(t25, str(vaes[AUDIO_VAE]), "")
-    with pytest.raises(ValueError, match=r"v25\.safetensors is an LTX-2\.5 video VAE but t2\.safetensors"):
-        check_vae_files(t2, str(vaes[VIDEO_VAE_DIFFUSION]), "")
-    with pytest.raises(ValueError, match=r"v2\.safetensors is not an audio VAE.*t25\.safetensors"):
-        check_vae_files(t25, str(vaes[VIDEO_VAE_DIFFUSION]), str(vaes[VIDEO_VAE_CONV]))
-    with pytest.raises(
-        ValueError, match=r"t25\.safetensors is an LTX-2\.5 diffusion model without a video VAE"
-    ):
-        check_vae_files(t25, "", str(vaes[AUDIO_VAE]))
+def test_ltx23_by_its_config_flags_or_its_keys(tmp_path):
+    by_flags = write(tmp_path / "flags.safetensors", ltx2_keys(), {"apply_gated_attention": True})
+    keys = ltx2_keys() | {f"{P}transformer_blocks.0.attn1.to_gate_logits.weight": torch.zeros(2, 4)}
+    by_keys = write(tmp_path / "keys.safetensors", keys)
+    assert header_of(by_flags).family == header_of(by_keys).family == LTX23
+    off = write(tmp_path / "off.safetensors", ltx2_keys(), {"apply_gated_attention": False})
+    assert header_of(off).family == LTX2
 
 
-def test_gemma4_is_told_from_gemma3(tmp_path):
-    z = torch.zeros(1)
-    gemma4 = write(tmp_path / "g4.safetensors", {"model.layers.0.layer_scalar": z, "model.norm.weight": z})
-    gemma3 = write(tmp_path / "g3.safetensors", {"model.layers.0.input_layernorm.weight": z})
-    assert is_gemma4_file(gemma4) and not is_gemma4_file(gemma3)
+def test_ltx25_split_transformer_and_unknown_files(tmp_path):
+    keys = {k[len(P) :]: v for k, v in ltx2_keys().items() if k.startswith(P)}
+    keys["keyframes_abs_pos_embedding"] = torch.zeros(1, 4)
+    found = header_of(write(tmp_path / "t.safetensors", keys))
+    assert (found.family, found.has_vae) == (LTX25, False)
+    other = header_of(write(tmp_path / "o.safetensors", {"x.weight": torch.zeros(2, 2)}))
+    assert (other.family, other.weight_format) == (UNKNOWN, UNKNOWN)
+
+
+def test_weight_formats(tmp_path):
+    fp8 = ltx2_keys(torch.float8_e4m3fn) | {
+        f"{P}transformer_blocks.0.attn1.to_q.weight_scale": torch.ones(())
+    }
+    assert header_of(write(tmp_path / "fp8.safetensors", fp8)).weight_format == "fp8 e4m3 scaled"
+    mixed = fp8 | {f"{P}transformer_blocks.0.attn1.to_k.weight": torch.zeros(4, 4, dtype=torch.bfloat16)}
+    mixed[f"{P}transformer_blocks.0.attn1.to_v.weight"] = torch.zeros(4, 4, dtype=torch.bfloat16)
+    assert (
+        header_of(write(tmp_path / "mixed.safetensors", mixed)).weight_format
+        == "bf16 + fp8 e4m3 scaled (mixed)"
+    )
+
+
+def test_loader_refuses_ltx23_on_the_ltxcore_backend_before_any_worker(tmp_path, monkeypatch):
+    from ltx2_mgpu.nodes.loader import LTX2MGPULoader
+
+    path = write(tmp_path / "ltx-2.3-22b-dev.safetensors", ltx2_keys(), {"cross_attention_adaln": True})
+    monkeypatch.setenv("LTX2_MGPU_BACKEND", "ltxcore")
+    with pytest.raises(ValueError, match=r"ltx-2.3-22b-dev.safetensors is LTX-2.3; .*inside ComfyUI"):
+        LTX2MGPULoader().load(str(path), "cpu:1", "float32")
+    assert worker_children() == []
+
+
+def test_tdp_upscaled_shape_for_the_x2_and_x15_upscalers():
+    """What the TDP Upscaler plans its tiles on: 2H x 2W for x2, ceil(3H/2) for LTX-2.3's x1.5 (what
+    ComfyUI's rational resampler gives: up 3, 5-tap blur with stride 2); others refused by name."""
+    from ltx2_mgpu.workers.strategies.tiled import upscaled_latent_shape
+
+    x2 = {"spatial_scale": 2.0}
+    x15 = {"spatial_scale": 1.5, "rational_resampler": True}
+    assert upscaled_latent_shape((1, 128, 3, 4, 6), x2) == (1, 128, 3, 8, 12)
+    assert upscaled_latent_shape((1, 128, 3, 4, 6), x15) == (1, 128, 3, 6, 9)
+    assert upscaled_latent_shape((1, 128, 3, 3, 5), x15) == (1, 128, 3, 5, 8)
+    with pytest.raises(ValueError, match=r"temporal_upsample=True.*LTX-2.3's x1.5"):
+        upscaled_latent_shape((1, 128, 3, 4, 6), {"temporal_upsample": True})
+    with pytest.raises(ValueError, match=r"spatial_scale=1.5, rational_resampler=False"):
+        upscaled_latent_shape((1, 128, 3, 4, 6), {"spatial_scale": 1.5})

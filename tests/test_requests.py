@@ -95,6 +95,15 @@ def test_bad_input_is_refused_where_the_request_is_built(changes, message):
         sample_request(**changes)
 
 
+def test_the_attention_budget_of_the_diffusion_decode_is_checked():
+    video = torch.zeros(1, 128, 2, 2, 2)
+    assert VaeDecode(video=video, na_chunk_bytes=2**20).na_chunk_bytes == 2**20
+    with pytest.raises(ValueError, match="na_chunk_bytes is -1; use 0"):
+        VaeDecode(video=video, na_chunk_bytes=-1)
+    with pytest.raises(ops.InputRejected, match="na_chunk_bytes is -1"):
+        ops.read_request(VaeDecode, {**VaeDecode(video=video).to_wire(), "na_chunk_bytes": -1})
+
+
 def test_load_settings_are_checked_before_any_worker_starts():
     with pytest.raises(ValueError, match="weight dtype 'int8' is not supported; choose one of bfloat16"):
         LoadModel("x.safetensors", dtype="int8")

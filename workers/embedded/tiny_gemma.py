@@ -13,7 +13,8 @@ one token (space as "▁", like SentencePiece), anything else is <unk>; Gemma's 
 Layouts (`make_tiny_gemma(dir, layout=...)`):
 - "comfyui": one file `gemma3-tiny.safetensors`, language model under `model.`, a vision-tower and
   projector stand-in (ignored by loaders, as in ComfyUI's files), the tokenizer embedded as the
-  `tokenizer_json` entry; no config (loaders use Gemma 3 12B's settings, as for ComfyUI's files).
+  `tokenizer_json` entry and as a SentencePiece model in `spiece_model` (what ComfyUI's Gemma
+  tokenizer reads; same ids, tiny_spiece.py); no config (loaders use Gemma 3 12B's settings, as for ComfyUI's files).
 - "hf": a folder `gemma3-tiny-hf/` as google/gemma-3-12b-it is laid out: config.json with a
   "text_config", two shards with `language_model.model.` keys and an index, tokenizer.json.
 """
@@ -31,8 +32,10 @@ from safetensors.torch import save_file
 
 from ..text.gemma3 import GemmaConfig, GemmaSegment, default_sliding_layers
 from ..text.text_tokenizer import EMBEDDED_JSON_KEY, tokenizer_json_bytes
+from .tiny_spiece import spiece_model_bytes
 
 COMFYUI_FILE_NAME = "gemma3-tiny.safetensors"
+SPIECE_MODEL_KEY = "spiece_model"
 HF_FOLDER_NAME = "gemma3-tiny-hf"
 STORAGE_DTYPE = torch.bfloat16
 VOCAB_SIZE = 256
@@ -83,6 +86,11 @@ def tiny_tokenizer_json() -> dict:
     return json.loads(tokenizer.to_str())
 
 
+def _vocab_with_specials() -> dict[str, int]:
+    data = tiny_tokenizer_json()
+    return {**data["model"]["vocab"], **{token["content"]: token["id"] for token in data["added_tokens"]}}
+
+
 def hf_text_config(config: GemmaConfig) -> dict:
     """The "text_config" of config.json in transformers 4.50's format (as google's 12B file has it)."""
     return {
@@ -124,6 +132,9 @@ def make_tiny_gemma(out_dir: Path | str, seed: int = 0, layout: str = "comfyui")
         tensors = {f"model.{k}": v for k, v in weights.items()} | vision
         tokenizer = tokenizer_json_bytes(tiny_tokenizer_json())
         tensors[EMBEDDED_JSON_KEY] = torch.frombuffer(bytearray(tokenizer), dtype=torch.uint8)
+        # ComfyUI's Gemma tokenizer reads a SentencePiece model from this entry (as its own files carry).
+        spiece = spiece_model_bytes(_vocab_with_specials(), VOCAB_SIZE)
+        tensors[SPIECE_MODEL_KEY] = torch.frombuffer(bytearray(spiece), dtype=torch.uint8)
         _save(tensors, path)
         return path
     folder = out_dir / HF_FOLDER_NAME

@@ -45,7 +45,7 @@ class MGPUModel:
     # Separate VAE files (LTX-2.5 ships them apart from its diffusion model); "" = the checkpoint's own.
     video_vae: str = ""
     audio_vae: str = ""
-    family: str = ""  # LTX-2, LTX-2.3, LTX-2.5 (wire/model_family.py); "" when not read
+    family: str = ""  # LTX-2, LTX-2.3, LTX-2.5 (wire/ltx_files.py); "" when not read
 
     @property
     def placement(self) -> Placement:

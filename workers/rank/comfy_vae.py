@@ -6,7 +6,9 @@ rank only after bootstrap.import_comfyui.
 
 Decode modes (VaeDecode.mode):
 - "exact" (default): VAEDecode's frames. The frame is cut into slabs and each rank decodes its rows,
-  swapping edge rows with its neighbours at every convolution (strategies/comfy_vae_decode.py).
+  swapping edge rows with its neighbours at every convolution (strategies/comfy_vae_decode.py); for
+  LTX-2.5's diffusion decoder, at every neighbourhood attention (strategies/comfy_na_decode.py, its
+  memory per rank bounded by VaeDecode.na_chunk_bytes, 0 = the whole band at once).
 - "tiled": VAEDecodeTiled's frames for the node's four tile settings (strategies/comfy_vae_tiled.py).
 Audio: the last rank decodes it with ComfyUI's audio VAE, as LTXVAudioVAEDecode does
 (engine/comfy/audio_vae.py), kept in the model's `extras`.
@@ -22,11 +24,13 @@ import torch.distributed as dist
 
 from ..engine.comfy.audio_vae import decode_audio, load_audio_vae
 from ..engine.comfy.model import ComfyModel, load_vae_file
+from ..strategies.comfy_na_decode import BandGather, BandNADecoder, is_diffusion_decoder, pixel_scale
 from ..strategies.comfy_vae_decode import SlabDecoder, decode_plan, describe_slabs, padding_mode
 from ..strategies.comfy_vae_encode import SlabEncoder
 from ..strategies.comfy_vae_halo import unsupported_reason
 from ..strategies.comfy_vae_tiled import check_tiled, decode_tiled, tiled_decode_args
-from ..strategies.decode_limits import check_decodable
+from ..strategies.decode_limits import NO_PADDING, check_decodable
+from ..strategies.na_bands import band_plan
 from ..strategies.vae_decode import STAGING_BYTES, copy_through, to_image
 from ..strategies.vae_encode import HaloExchange
 from ..strategies.vae_encode_plan import split_evenly
@@ -55,12 +59,15 @@ def _validate_decode(request: VaeDecode, vae) -> str:
     the latents and the mode). Returns the mode."""
     mode = request.mode
     try:
-        if is_diffusion_vae(vae):
-            return request.mode  # decoded whole on one rank (_decode_on_one_rank): no band or tile limits
-        check_decodable(tuple(request.video.shape), padding_mode(vae.first_stage_model.decoder))
+        decoder = vae.first_stage_model.decoder
+        diffusion = is_diffusion_decoder(decoder)
+        check_decodable(tuple(request.video.shape), NO_PADDING if diffusion else padding_mode(decoder))
     except ValueError as exc:
         raise InputRejected(str(exc)) from exc
-    reason = unsupported_reason(vae.first_stage_model.decoder) if mode == EXACT else check_tiled(vae)
+    if mode == EXACT:
+        reason = None if diffusion else unsupported_reason(decoder)
+    else:
+        reason = check_tiled(vae)
     if reason is not None:
         other = TILED if mode == EXACT else EXACT
         raise InputRejected(
@@ -69,34 +76,30 @@ def _validate_decode(request: VaeDecode, vae) -> str:
     return mode
 
 
-def is_diffusion_vae(vae) -> bool:
-    """LTX-2.5's video VAE with the neighbourhood-attention diffusion decoder (ComfyUI's
-    CausalDiffusionVAE). Its decode is not split over the group yet: one rank runs it whole."""
-    return type(vae.first_stage_model).__name__ == "CausalDiffusionVAE"
+class _ImageWriter:
+    """write(first frame, pixels) for a decoder walk (comfy_vae_decode.WriteFn): this rank's rows or
+    columns `band` of every frame into the shared IMAGE viewed as [B, frames, H, W, 3], mapped as
+    VAE.process_output maps them. `dim`: the band axis in a [B, C, F, H, W] tensor (3 or 4)."""
 
+    def __init__(self, image5: torch.Tensor, dim: int, band: slice) -> None:
+        self.image5 = image5
+        self.box = [slice(None)] * 5
+        self.box[dim - 1] = band  # [B, frames, H, W, 3]: the band axis less 1
+        self.staging = None  # pinned, reused for every device-to-host write (see vae_decode.STAGING_BYTES)
+        self.seconds = 0.0
 
-def _decode_on_one_rank(
-    job, vae, video: torch.Tensor, image5: torch.Tensor, mode: str, tiles: TileSettings
-) -> dict:
-    """Rank 0 runs ComfyUI's own decode of the whole latent: VAEDecode's call (exact) or
-    VAEDecodeTiled's (tiled, with the node's settings); the other ranks wait. Same frames as native."""
-    if job.rank == 0:
-        if mode == EXACT:
-            frames = vae.decode(video)
+    def __call__(self, first: int, pixels: torch.Tensor) -> None:
+        start = time.perf_counter()
+        values = to_image(pixels).permute(0, 2, 3, 4, 1)
+        self.box[1] = slice(first, first + values.shape[1])
+        if values.device.type == "cpu":
+            self.image5[tuple(self.box)].copy_(values)
         else:
-            args = tiled_decode_args(
-                vae,
-                tiles.tile_px,
-                tiles.overlap_px,
-                tiles.temporal_frames,
-                tiles.temporal_overlap_frames,
-            )
-            (tile_t, tile_xy, _), (overlap_t, overlap_xy, _) = args.tile, args.overlap
-            frames = vae.decode_tiled(
-                video, tile_x=tile_xy, tile_y=tile_xy, overlap=overlap_xy, tile_t=tile_t, overlap_t=overlap_t
-            )
-        image5.copy_(frames.reshape(image5.shape).to(CPU))
-    return {"plan": "the diffusion decoder on rank 0 (not split over the group)"}
+            numel = max(STAGING_BYTES // values.element_size(), values[0, 0].numel())
+            if self.staging is None or self.staging.numel() < numel:
+                self.staging = torch.empty(numel, dtype=values.dtype, pin_memory=True)
+            copy_through(self.image5[tuple(self.box)], values.contiguous(), self.staging)
+        self.seconds += time.perf_counter() - start
 
 
 def _decode_exact(job, vae, video: torch.Tensor, image5: torch.Tensor) -> dict:
@@ -106,29 +109,11 @@ def _decode_exact(job, vae, video: torch.Tensor, image5: torch.Tensor) -> dict:
         dist.barrier()  # point-to-point exchanges must not be the group's first collective (NCCL)
     write_s = 0.0
     if plan.is_active(job.rank):
-        box = [slice(None)] * 5
-        box[plan.axis_dim - 1] = plan.pixel_slab(job.rank)  # [B, frames, H, W, 3]: the slab axis less 1
-
-        staging = None  # pinned, reused for every device-to-host write (see vae_decode.STAGING_BYTES)
-
-        def write(first: int, pixels: torch.Tensor) -> None:
-            nonlocal write_s, staging
-            start = time.perf_counter()
-            values = to_image(pixels).permute(0, 2, 3, 4, 1)
-            box[1] = slice(first, first + values.shape[1])
-            if values.device.type == "cpu":
-                image5[tuple(box)].copy_(values)
-            else:
-                numel = max(STAGING_BYTES // values.element_size(), values[0, 0].numel())
-                if staging is None or staging.numel() < numel:
-                    staging = torch.empty(numel, dtype=values.dtype, pin_memory=True)
-                copy_through(image5[tuple(box)], values.contiguous(), staging)
-            write_s += time.perf_counter() - start
-
+        write = _ImageWriter(image5, plan.axis_dim, plan.pixel_slab(job.rank))
         exchange = HaloExchange(plan, job.rank, comm_on_device=rt.backend == "nccl")
         decoder = SlabDecoder(vae, plan, job.rank, exchange)
         decoder.run(video, write)
-        exchange_s, sent = exchange.seconds, exchange.bytes_sent
+        exchange_s, sent, write_s = exchange.seconds, exchange.bytes_sent, write.seconds
     else:
         exchange_s, sent = 0.0, 0
     return {
@@ -137,6 +122,25 @@ def _decode_exact(job, vae, video: torch.Tensor, image5: torch.Tensor) -> dict:
         "write_s": round(write_s, 6),
         "bytes_sent": sent,
     }
+
+
+def _decode_diffusion(job, vae, video: torch.Tensor, image5: torch.Tensor, chunk_bytes: int) -> dict:
+    """Exact mode for LTX-2.5's diffusion decoder (strategies/comfy_na_decode.py)."""
+    rt = job.runtime
+    plan = band_plan(tuple(video.shape[2:]), job.world_size, chunk_bytes)
+    if plan.active_ranks > 1:
+        dist.barrier()  # point-to-point exchanges must not be the group's first collective (NCCL)
+    stats = {"plan": f"diffusion decoder: {plan.describe()}", "exchange_s": 0.0, "write_s": 0.0}
+    stats.update(bytes_sent=0, exchanges=0)
+    if plan.is_active(job.rank):
+        scale = pixel_scale(vae.first_stage_model.decoder)
+        start, stop = plan.bands[job.rank]
+        write = _ImageWriter(image5, plan.dim + 1, slice(start * scale, stop * scale))
+        gather = BandGather(plan, job.rank, comm_on_device=rt.backend == "nccl")
+        BandNADecoder(vae, plan, job.rank, gather).run(video, write)
+        stats.update(exchange_s=round(gather.seconds, 6), write_s=round(write.seconds, 6))
+        stats.update(bytes_sent=gather.bytes_sent, exchanges=gather.exchanges)
+    return stats
 
 
 def _decode_tiled(job, vae, video: torch.Tensor, image5: torch.Tensor, tiles: TileSettings) -> dict:
@@ -183,8 +187,8 @@ def vae_decode_comfy(job, model: ComfyModel, request: VaeDecode) -> dict:
     batch = video.shape[0]
     image5 = request.out_image.view(batch, -1, *request.out_image.shape[1:])
     with torch.inference_mode():
-        if is_diffusion_vae(vae):
-            stats = _decode_on_one_rank(job, vae, video, image5, mode, request.tiles)
+        if mode == EXACT and is_diffusion_decoder(vae.first_stage_model.decoder):
+            stats = _decode_diffusion(job, vae, video, image5, request.na_chunk_bytes)
         elif mode == EXACT:
             stats = _decode_exact(job, vae, video, image5)
         else:

@@ -1,9 +1,10 @@
 """Benchmark commands on the comfy backend: ComfyUI's LTXAVModel of a given shape with random weights,
 and sampling steps timed through ComfyUI's own sampler (bench/bench_comfy_step.py).
 
-The model is built by ComfyUI's model classes (supported_models.LTXAV -> model_base.LTXAV ->
-LTXAVModel) straight on the rank's device, so the 19B shape needs no file: the config keys are the
-ones a checkpoint's metadata gives ComfyUI (ops_bench.LTX2_19B_TRANSFORMER).
+The model is built by ComfyUI's model classes straight on the rank's device (engine/comfy/random_model.py:
+bf16, or the fp8 scaled / int8 convrot layouts ComfyUI loads from a released file), so the 19B and 22B
+shapes need no file: the config keys are the ones a checkpoint's metadata gives ComfyUI
+(ops_bench.LTX2_19B_TRANSFORMER, random_model.family_config for LTX-2.3 / 2.5).
 """
 
 from __future__ import annotations
@@ -16,46 +17,33 @@ from typing import Any
 import torch
 
 from ..engine.comfy.model import ComfyModel
+from ..engine.comfy.random_model import comfy_random_model, context_width
 from ..wire.checks import DTYPES
 from ..wire.comfyui_root import ComfyUIRoot
 from ..wire.requests import ComfyBenchStep, ComfyLoadRandomModel
 from .ops import InputRejected, op
-from .ops_bench import INIT_STD, LTX2_19B_TRANSFORMER
+from .ops_bench import LTX2_19B_TRANSFORMER
 from .ops_model import _exchange
 
 VIDEO_CHANNELS, AUDIO_CHANNELS, AUDIO_BINS = 128, 8, 16
 
 
-def comfy_random_model(config: dict, device: torch.device, dtype: torch.dtype, seed: int) -> Any:
-    """A comfy ModelPatcher holding LTXAVModel of `config` with N(0, INIT_STD) weights on `device`.
-    Import after bootstrap.import_comfyui."""
-    import comfy.model_management
-    import comfy.model_patcher
-    import comfy.supported_models
-
-    unet_config = {"image_model": "ltxav", "use_keyframes_abs_pos_embedding": False, **config}
-    model_config = comfy.supported_models.LTXAV(unet_config)
-    model_config.set_inference_dtype(dtype, None)
-    model = model_config.get_model({}, device=device)
-    generator = torch.Generator(device=device).manual_seed(seed)
-    with torch.no_grad():
-        for p in model.diffusion_model.parameters():
-            p.normal_(0.0, INIT_STD, generator=generator)
-    model.eval()
-    patcher = comfy.model_patcher.ModelPatcher(model, load_device=device, offload_device=device)
-    # As ComfyModel.load: ComfyUI registers the model as fully loaded on the device it sits on.
-    comfy.model_management.load_models_gpu([patcher], force_full_load=True)
-    return patcher
-
-
-def random_job_inputs(video_shape: list[int], audio_frames: int | None, caption_channels: int, seed: int):
+def random_job_inputs(
+    video_shape: list[int],
+    audio_frames: int | None,
+    caption_channels: int,
+    seed: int,
+    width: int | None = None,
+):
     """(positive, negative, LATENT) as ComfyUI nodes would give them: processed text context
-    [1, 1024, 2 * caption_channels] and a video (+ audio, nested) latent of random values."""
+    [1, 1024, width] (default 2 * caption_channels, LTX-2's; random_model.context_width gives any
+    release's) and a video (+ audio, nested) latent of random values."""
     import comfy.nested_tensor
 
+    width = 2 * caption_channels if width is None else width
     g = torch.Generator().manual_seed(seed)
-    cond = [[torch.randn(1, 1024, 2 * caption_channels, generator=g), {"frame_rate": 24.0}]]
-    uncond = [[torch.randn(1, 1024, 2 * caption_channels, generator=g), {"frame_rate": 24.0}]]
+    cond = [[torch.randn(1, 1024, width, generator=g), {"frame_rate": 24.0}]]
+    uncond = [[torch.randn(1, 1024, width, generator=g), {"frame_rate": 24.0}]]
     video = torch.randn(video_shape, generator=g)
     if audio_frames is None:
         return cond, uncond, {"samples": video}
@@ -86,7 +74,8 @@ def time_steps(patcher: Any, inputs: tuple, steps: int, device: torch.device, on
 
 @op(ComfyLoadRandomModel)
 def comfy_load_random_model(job, request: ComfyLoadRandomModel) -> dict:
-    """Replace the loaded model by ComfyUI's LTXAVModel of `config` (default: the 19B shape), random."""
+    """Replace the loaded model by ComfyUI's LTXAVModel of `config` (default: the 19B shape), random, in
+    the weight format `weights` (random_model.WEIGHT_FORMATS)."""
     from ..engine.comfy.bootstrap import import_comfyui
 
     rt = job.runtime
@@ -96,12 +85,17 @@ def comfy_load_random_model(job, request: ComfyLoadRandomModel) -> dict:
     rt.state.pop("model", None)
     if rt.device.type == "cuda":
         torch.cuda.empty_cache()
-    patcher = comfy_random_model(config, rt.device, dtype, request.seed)
+    patcher = comfy_random_model(config, rt.device, dtype, request.seed, request.weights)
     model = ComfyModel(path=Path("<random>"), dtype=dtype, patcher=patcher)
     model.extras.update(exchange=_exchange(job), config=config)
     rt.state["model"] = model
     params = sum(p.numel() for p in model.diffusion_model.parameters())
-    return {"parameters": params, "exchange": model.extras["exchange"].name}
+    weights_bytes = torch.cuda.memory_allocated(rt.device) if rt.device.type == "cuda" else 0
+    return {
+        "parameters": params,
+        "exchange": model.extras["exchange"].name,
+        "weights_bytes": int(weights_bytes),
+    }
 
 
 @op(ComfyBenchStep)
@@ -123,6 +117,7 @@ def comfy_bench_step(job, request: ComfyBenchStep) -> dict:
         request.audio_frames,
         int(model.extras["config"]["caption_channels"]),
         0,
+        context_width(model.extras["config"]),
     )
     if rt.device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(rt.device)

@@ -14,7 +14,6 @@ from ..engine.ltxcore.fp8_linear import check_fp8_matmul
 from ..engine.ltxcore.model import LoadedModel
 from ..wire.backend import BACKEND_COMFY
 from ..wire.checks import DTYPES, ForwardMode
-from ..wire.model_family import LTXCORE_FAMILIES, read_model_file_info
 from ..wire.requests import LoadModel, SetCompiled, UnloadModel
 from .ops import InputRejected, op
 from .ops_comfy import load_comfy
@@ -32,20 +31,6 @@ class _SingleRank:
     name, rank, world_size = "none", 0, 1
 
 
-def check_ltxcore_family(path: Path) -> None:
-    """Refuse, alike on every rank, a file of a release ltx-core 1.0.0 cannot run (LTX-2.5)."""
-    try:
-        family = read_model_file_info(path).family
-    except ValueError as exc:
-        raise InputRejected(str(exc)) from None
-    if family not in LTXCORE_FAMILIES:
-        raise InputRejected(
-            f"{path.name} is an {family} model and ltx-core 1.0.0 (this backend) has no {family}; run it "
-            "inside ComfyUI, where the workers use ComfyUI's own model code (MGPU Loader mode comfyui, "
-            "or COMFYUI_PATH set to a ComfyUI 0.33 or newer)"
-        )
-
-
 @op(LoadModel)
 def load_model(job, request: LoadModel) -> dict:
     """Load the checkpoint on every rank (skipped when the same file, dtype, mode and fp8 are loaded)."""
@@ -55,7 +40,6 @@ def load_model(job, request: LoadModel) -> dict:
     dtype, mode = DTYPES[request.dtype], ForwardMode(request.mode)
     if request.backend == BACKEND_COMFY:
         return load_comfy(job, request, _exchange(job))
-    check_ltxcore_family(path)
     compiled, fp8_matmul = request.compile, request.fp8_matmul
     rt = job.runtime
     try:  # refused before any weight loads: the GPU's fp8 support (the request checked the rest)

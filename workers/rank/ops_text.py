@@ -30,6 +30,7 @@ import torch.distributed as dist
 
 from ..engine.comfy.model import ComfyModel
 from ..text.gemma3 import COMPUTE_DTYPE, GemmaSegment, SequenceContext
+from ..text.gemma_lora import apply_text_loras, text_lora_pairs
 from ..text.text_encoder import GemmaFiles, feature_dtype, load_segment, open_gemma
 from ..text.text_tokenizer import PAD_ID, padded_length
 from ..wire.requests import EncodeText
@@ -89,6 +90,7 @@ class EncodeRequest:
     stamp: tuple
     placement: str
     projection: torch.nn.Linear  # or engine.comfy.text_projection.ComfyTextHead on the comfy backend
+    loras: tuple[tuple[str, float], ...] = ()  # text-encoder LoRAs (path, strength), patched at load
 
 
 def _validate(job, request: EncodeText) -> EncodeRequest:
@@ -98,7 +100,12 @@ def _validate(job, request: EncodeText) -> EncodeRequest:
     path = Path(request.text_encoder)
     if not path.exists():
         raise InputRejected(f"text encoder {path} does not exist on this machine")
-    stamp = file_stamp(path)
+    loras = request.text_loras
+    for lora, _ in loras:
+        if not Path(lora).is_file():
+            raise InputRejected(f"text-encoder LoRA {lora} does not exist on this machine")
+    # The resident encoder holds patched weights: a different LoRA set is a different encoder.
+    stamp = (file_stamp(path), tuple((lora, strength, file_stamp(Path(lora))) for lora, strength in loras))
     current: ResidentEncoder | None = job.runtime.state.get(STATE_KEY)
     if current is not None and current.stamp == stamp:
         files = current.files
@@ -107,6 +114,17 @@ def _validate(job, request: EncodeText) -> EncodeRequest:
             files = open_gemma(path)
         except ValueError as exc:
             raise InputRejected(str(exc)) from exc
+    for lora, _ in loras:
+        try:
+            pairs = text_lora_pairs(lora, files.shapes)
+        except ValueError as exc:
+            raise InputRejected(str(exc)) from exc
+        quantized = sorted({p.weight_key.rpartition(".")[0] for p in pairs} & set(files.quantized))
+        if quantized:
+            raise InputRejected(
+                f"the LoRA {Path(lora).name} changes {len(quantized)} layers that {path.name} stores quantized "
+                f"(e.g. {quantized[0]}); a text-encoder LoRA needs the bf16 Gemma file"
+            )
     projection = _projection(job, files)
     config = files.config
     if projection.in_features != config.feature_width:
@@ -126,7 +144,7 @@ def _validate(job, request: EncodeText) -> EncodeRequest:
             raise InputRejected(
                 f"output slot {p} is {list(out.shape)} {out.dtype}; expected [1, {len(ids)}, {projection.out_features}] float32"
             )
-    return EncodeRequest(path, files, stamp, placement, projection)
+    return EncodeRequest(path, files, stamp, placement, projection, loras)
 
 
 def _free_bytes(job) -> list[tuple[str, int]]:
@@ -222,6 +240,7 @@ def _resident(job, request: EncodeRequest) -> tuple[ResidentEncoder, bool]:
     placement, blocks = _plan(job, files, dtype, wanted)
     start, stop = blocks[job.rank]
     segment = load_segment(files, start, stop, rt.device, dtype)
+    apply_text_loras(segment, request.loras, files.shapes)  # quantized targets were refused in _validate
     encoder = ResidentEncoder(stamp, dtype, placement, blocks, files, segment)
     rt.state[STATE_KEY] = encoder
     return encoder, True

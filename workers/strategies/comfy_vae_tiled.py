@@ -58,6 +58,9 @@ def check_tiled(vae) -> str | None:
     """Why this VAE's VAEDecodeTiled is not the path reproduced here, or None."""
     if vae.handles_tiling or vae.latent_dim != 3:
         return "its VAE tiles itself (VAE.handles_tiling) or is not a video VAE"
+    if not hasattr(vae.first_stage_model, "decode_output_shape"):
+        # LTX-2.5's diffusion VAE: its tiles are decoded on their own, each with its own noise.
+        return f"its {type(vae.first_stage_model).__name__} has no decode_output_shape to size tiles by"
     return None
 
 

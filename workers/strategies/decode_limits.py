@@ -14,11 +14,15 @@ from __future__ import annotations
 from .vae_tiles import PIXELS_PER_CELL, TilePlan
 
 REFLECT = "reflect"
+# LTX-2.5's diffusion decoder pads nothing: its layers are linear, and its neighbourhood attention
+# shrinks a kernel longer than the axis to the axis (ComfyUI 0.33 decodes a [1, 128, 2, 1, 1] latent).
+NO_PADDING = "none"
 
 
 def min_decode_cells(padding_mode: str = REFLECT) -> int:
     """Latent cells a spatial side needs for a decoder whose convolutions pad by `padding_mode`
-    (torch's Conv3d padding_mode names: "zeros", "reflect", "replicate")."""
+    (torch's Conv3d padding_mode names: "zeros", "reflect", "replicate"; NO_PADDING for the diffusion
+    decoder)."""
     return 2 if padding_mode == REFLECT else 1
 
 

@@ -274,16 +274,27 @@ def extra_token_weights(bounds: torch.Tensor, extra_positions: torch.Tensor) -> 
 
 
 def upscaled_latent_shape(shape: tuple[int, ...], upsampler_config: dict[str, Any]) -> tuple[int, ...]:
-    """[B, C, F, 2H, 2W] for a spatial x2 latent upsampler's metadata config; ValueError otherwise."""
+    """[B, C, F, H', W'] after a spatial latent upsampler with this metadata config; ValueError otherwise.
+
+    x2 (LTX-2's, LTX-2.3's 1.1): 2H x 2W. A rational resampler (LTX-2.3's x1.5) scales up by num with a
+    pixel shuffle, then blurs and strides by den (5-tap kernel, padding 2): ceil(num x H / den).
+    """
     spatial = bool(upsampler_config.get("spatial_upsample", True))
     temporal = bool(upsampler_config.get("temporal_upsample", False))
     scale = float(upsampler_config.get("spatial_scale", 2.0))
-    if not spatial or temporal or scale != 2.0:
+    rational = bool(upsampler_config.get("rational_resampler", False))
+    fraction = RATIONAL_SCALES.get(scale) if rational else {2.0: (2, 1)}.get(scale)
+    if not spatial or temporal or fraction is None:
         raise ValueError(
-            f"the upscale model is not a spatial x2 upsampler (spatial_upsample={spatial}, "
-            f"temporal_upsample={temporal}, spatial_scale={scale:g}); the TDP Upscaler takes the spatial x2 "
-            "latent upscaler (ltx-2-spatial-upscaler-x2). Pick that file, or run other upsamplers with "
-            "LTXVLatentUpsampler."
+            f"the upscale model is not a spatial latent upsampler the TDP Upscaler takes (spatial_upsample="
+            f"{spatial}, temporal_upsample={temporal}, spatial_scale={scale:g}, rational_resampler={rational}); "
+            "it takes the spatial x2 upscalers (ltx-2-spatial-upscaler-x2, ltx-2.3-spatial-upscaler-x2-1.1) and "
+            "LTX-2.3's x1.5. Pick one of those, or run other upsamplers with LTXVLatentUpsampler."
         )
+    num, den = fraction
     b, c, f, h, w = shape
-    return (b, c, f, 2 * h, 2 * w)
+    return (b, c, f, -(-num * h // den), -(-num * w // den))
+
+
+# ComfyUI's rational spatial scales (comfy/ldm/lightricks/latent_upsampler.py): scale -> (up, down).
+RATIONAL_SCALES = {0.75: (3, 4), 1.5: (3, 2), 2.0: (2, 1), 4.0: (4, 1)}

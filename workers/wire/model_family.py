@@ -1,200 +1,113 @@
-"""Which LTX release a file holds and in which weight format, read from its safetensors header.
+"""Which LTX release a model file holds and how its transformer weights are stored, from its header.
 
-Pure standard library (the UI side decides before any worker starts; ranks may check again). Only
-the header is parsed, plus the few bytes of one `comfy_quant` entry (ComfyUI's per-layer quantization
-record); no tensor is loaded and nothing is unpickled.
+Pure: reads only what a safetensors header declares (key names, dtypes, the metadata "config"), so the
+MGPU Loader can report it, and refuse what a backend cannot serve, before any worker starts.
 
-Families, by what each release added to the transformer (ComfyUI's own detection uses the same keys,
-comfy/model_detection.py): LTX-2.5 has the keyframe absolute position embedding and a video
-feed-forward without bias; LTX-2.3 gated attention (`attn1.to_gate_logits`); LTX-2 neither.
+The family rules follow what ComfyUI's own detection reads (comfy/model_detection.py and
+comfy/ldm/lightricks): an audio+video transformer has `audio_adaln_single`; LTX-2.3 turns on gated
+attention and cross-attention AdaLN (config flags, `to_gate_logits` and `prompt_adaln_single` keys);
+LTX-2.5 adds the keyframe position embedding.
 """
 
 from __future__ import annotations
 
 import json
-import struct
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 
-DIFFUSION_PREFIX = "model.diffusion_model."
 LTX2, LTX23, LTX25 = "LTX-2", "LTX-2.3", "LTX-2.5"
-# The releases ltx-core 1.0.0 (PyPI) can run; the others run on the comfy backend only.
-LTXCORE_FAMILIES = (LTX2, LTX23)
-# Headers are a few MB at most for the 22B files (about 4,000 tensors); refuse absurd sizes.
-MAX_HEADER_BYTES = 100_000_000
-_DTYPE_NAMES = {
+UNKNOWN = "unknown"
+_PREFIXES = ("model.diffusion_model.", "")  # a full checkpoint, a diffusion-model file
+# safetensors dtype names of the block weights -> how a user names the format.
+_FORMATS = {
     "BF16": "bf16",
     "F16": "fp16",
     "F32": "fp32",
-    "F8_E4M3": "fp8",
-    "F8_E5M2": "fp8",
+    "F8_E4M3": "fp8 e4m3",
+    "F8_E5M2": "fp8 e5m2",
     "I8": "int8",
+    "U8": "fp4 packed",
 }
-_QUANT_FORMATS = {
-    "float8_e4m3fn": "fp8 scaled",
-    "float8_e5m2": "fp8 scaled",
-    "nvfp4": "nvfp4 mixed",
-    "mxfp8": "mxfp8 mixed",
-    "int8_tensorwise": "int8",
-    "convrot_w4a4": "int4 convrot",
-}
-VIDEO_VAE_DIFFUSION = "LTX-2.5 video VAE (diffusion decoder)"
-VIDEO_VAE_CONV = "LTX video VAE (conv decoder)"
-AUDIO_VAE = "LTX audio VAE"
+_SCALE_SUFFIXES = (".weight_scale", ".scale_weight", ".input_scale")
 
 
 @dataclass(frozen=True)
-class ModelFileInfo:
-    """What a model file holds. `weight_format` names the transformer's storage ("bf16", "fp8 scaled",
-    "int8 convrot", "nvfp4 mixed", ...); `video_vae` / `audio_vae` whether the file carries them
-    (single-file checkpoints do; LTX-2.5's diffusion-model file does not)."""
+class ModelFamily:
+    """family: LTX2 / LTX23 / LTX25 / UNKNOWN. weight_format: the block linears' storage, e.g. "bf16",
+    "fp8 e4m3 scaled", "bf16 + fp8 e4m3 scaled (mixed)". has_vae: whether the file carries the video VAE."""
 
-    path: str
     family: str
     weight_format: str
-    video_vae: bool
-    audio_vae: bool
+    has_vae: bool
 
     def describe(self) -> str:
-        parts = [f"{self.family} transformer, {self.weight_format}"]
-        if self.video_vae or self.audio_vae:
-            parts.append(
-                "with its "
-                + " and ".join(
-                    k for k, on in (("video VAE", self.video_vae), ("audio VAE", self.audio_vae)) if on
-                )
-            )
-        else:
-            parts.append("diffusion model only (VAEs in separate files)")
-        return f"{Path(self.path).name}: " + ", ".join(parts)
+        vae = "with its VAE" if self.has_vae else "transformer only"
+        return f"{self.family}, weights {self.weight_format}, {vae}"
 
 
-def read_header(path: str | Path) -> tuple[dict, dict, int]:
-    """(tensor entries, __metadata__, data offset) of a safetensors file; ValueError naming the file."""
-    path = Path(path)
-    try:
-        with path.open("rb") as f:
-            prefix = f.read(8)
-            (size,) = struct.unpack("<Q", prefix) if len(prefix) == 8 else (0,)
-            raw = f.read(size) if 0 < size <= MAX_HEADER_BYTES else b""
-    except OSError as exc:
-        raise ValueError(f"cannot read {path}: {exc}") from exc
-    try:
-        header = json.loads(raw)
-    except ValueError:
-        header = None
-    if not isinstance(header, dict):
-        raise ValueError(f"{path} is not a safetensors file (no JSON header); pick a .safetensors model file")
-    metadata = header.pop("__metadata__", None) or {}
-    return header, metadata, 8 + size
+def detect_model_family(
+    shapes: Mapping[str, tuple[int, ...]], dtypes: Mapping[str, str], metadata: Mapping[str, str]
+) -> ModelFamily:
+    """The family and weight format of a file with these header entries (SafetensorsHeader's fields)."""
+    prefix = next((p for p in _PREFIXES if f"{p}adaln_single.linear.weight" in shapes), None)
+    has_vae = any(key.startswith("vae.") for key in shapes)
+    if prefix is None:
+        return ModelFamily(UNKNOWN, UNKNOWN, has_vae)
+    return ModelFamily(_family(shapes, metadata, prefix), _weight_format(shapes, dtypes, prefix), has_vae)
 
 
-def read_model_file_info(path: str | Path) -> ModelFileInfo:
-    """The family and weight format of an LTX transformer file (checkpoint or diffusion model).
-
-    Raises ValueError naming the file when it holds no LTX audio-video transformer."""
-    entries, metadata, data_start = read_header(path)
-    keys = {k.removeprefix(DIFFUSION_PREFIX): k for k in entries}
-    if "audio_adaln_single.linear.weight" not in keys:
-        raise ValueError(
-            f"{path} holds no LTX audio-video transformer (no audio_adaln_single weights); pick an LTX-2, "
-            "LTX-2.3 or LTX-2.5 checkpoint (checkpoints/) or diffusion model (diffusion_models/)"
-        )
-    family = _family(keys)
-    return ModelFileInfo(
-        path=str(path),
-        family=family,
-        weight_format=_weight_format(path, entries, metadata, data_start),
-        video_vae=any(k.startswith("vae.") for k in entries),
-        audio_vae=any(k.startswith("audio_vae.") for k in entries),
-    )
-
-
-def _family(keys: dict[str, str]) -> str:
-    ff_weight = "transformer_blocks.0.ff.net.0.proj.weight"
-    if "keyframes_abs_pos_embedding" in keys or (ff_weight in keys and ff_weight[:-6] + "bias" not in keys):
+def _family(shapes: Mapping[str, tuple[int, ...]], metadata: Mapping[str, str], prefix: str) -> str:
+    if f"{prefix}keyframes_abs_pos_embedding" in shapes:
         return LTX25
-    if "transformer_blocks.0.attn1.to_gate_logits.weight" in keys:
-        return LTX23
-    return LTX2
-
-
-def _weight_format(path: str | Path, entries: dict, metadata: dict, data_start: int) -> str:
-    quant = [k for k in entries if k.endswith(".comfy_quant")]
-    if quant:
-        return _comfy_quant_format(path, entries[quant[0]], data_start)
-    if "_quantization_metadata" in metadata:
-        layers = json.loads(metadata["_quantization_metadata"]).get("layers", {})
-        formats = {conf.get("format", "") for conf in layers.values()}
-        return " + ".join(sorted(_QUANT_FORMATS.get(f, f) for f in formats)) or "unknown quantization"
-    blocks = [e["dtype"] for k, e in entries.items() if ".transformer_blocks." in k and k.endswith(".weight")]
-    if any(k.endswith(".weight_scale") for k in entries) and "F8_E4M3" in blocks:
-        return "fp8 scaled"
-    dtype = Counter(blocks).most_common(1)[0][0] if blocks else "unknown"
-    return _DTYPE_NAMES.get(dtype, dtype.lower())
-
-
-def _comfy_quant_format(path: str | Path, entry: dict, data_start: int) -> str:
-    begin, end = entry["data_offsets"]
-    with Path(path).open("rb") as f:
-        f.seek(data_start + begin)
-        conf = json.loads(f.read(end - begin))
-    name = _QUANT_FORMATS.get(conf.get("format", ""), conf.get("format", "quantized"))
-    if conf.get("format") == "int8_tensorwise" and (
-        conf.get("convrot") or conf.get("params", {}).get("convrot")
-    ):
-        return "int8 convrot"
-    return name
-
-
-def is_gemma4_file(path: str | Path) -> bool:
-    """Whether a text-encoder file is Gemma 4 (LTX-2.5's encoder): its layers carry a `layer_scalar`,
-    which Gemma 3's do not. False for files that are not safetensors (the caller's checks name them)."""
-    try:
-        entries, _metadata, _ = read_header(path)
-    except ValueError:
-        return False
-    return any(k.startswith("model.layers.") and k.endswith(".layer_scalar") for k in entries)
-
-
-def read_vae_kind(path: str | Path) -> str:
-    """VIDEO_VAE_DIFFUSION, VIDEO_VAE_CONV or AUDIO_VAE for a separate VAE file; ValueError otherwise."""
-    entries, _metadata, _ = read_header(path)
-    if "decoder.conv_in_x_t.weight" in entries:
-        return VIDEO_VAE_DIFFUSION
-    if "decoder.up_blocks.0.res_blocks.0.conv1.conv.weight" in entries:
-        return VIDEO_VAE_CONV
-    if any(k.startswith(("vocoder.", "audio_vae.")) for k in entries):
-        return AUDIO_VAE
-    raise ValueError(
-        f"{path} is not an LTX VAE (no LTX video decoder or audio VAE weights); pick the release's "
-        "video or audio VAE file from models/vae"
+    transformer = _transformer_config(metadata)
+    flags = (transformer.get("apply_gated_attention"), transformer.get("cross_attention_adaln"))
+    keys = (
+        f"{prefix}prompt_adaln_single.linear.weight",
+        f"{prefix}transformer_blocks.0.attn1.to_gate_logits.weight",
     )
+    if any(flags) or any(key in shapes for key in keys):
+        return LTX23
+    if f"{prefix}audio_adaln_single.linear.weight" in shapes:
+        return LTX2
+    return UNKNOWN
 
 
-def check_vae_files(info: ModelFileInfo, video_vae: str, audio_vae: str) -> None:
-    """Refuse VAE files that do not fit the transformer, naming both files and what would fit."""
-    name = Path(info.path).name
-    if video_vae:
-        kind = read_vae_kind(video_vae)
-        if kind == AUDIO_VAE:
-            raise ValueError(
-                f"{Path(video_vae).name} is an audio VAE but was given as the video VAE of {name}; "
-                "pick the video VAE file (for LTX-2.5: ltx-2.5-video-vae) in video_vae_name"
-            )
-        if kind == VIDEO_VAE_DIFFUSION and info.family != LTX25:
-            raise ValueError(
-                f"{Path(video_vae).name} is an LTX-2.5 video VAE but {name} is an {info.family} transformer; "
-                f"use the VAE that ships with {info.family} (leave video_vae_name on the checkpoint's own)"
-            )
-    if audio_vae and read_vae_kind(audio_vae) != AUDIO_VAE:
-        raise ValueError(
-            f"{Path(audio_vae).name} is not an audio VAE (given as the audio VAE of {name}); pick the "
-            "release's audio VAE file (for LTX-2.5: ltx-2.5-audio-vae) in audio_vae_name"
-        )
-    if info.family == LTX25 and not (video_vae or info.video_vae):
-        raise ValueError(
-            f"{name} is an LTX-2.5 diffusion model without a video VAE; choose its video VAE file "
-            "(ltx-2.5-video-vae) in video_vae_name"
-        )
+def _transformer_config(metadata: Mapping[str, str]) -> dict:
+    try:
+        config = json.loads(metadata.get("config", "{}"))
+    except json.JSONDecodeError:
+        return {}
+    section = config.get("transformer", {}) if isinstance(config, dict) else {}
+    return section if isinstance(section, dict) else {}
+
+
+def _weight_format(shapes: Mapping[str, tuple[int, ...]], dtypes: Mapping[str, str], prefix: str) -> str:
+    blocks = f"{prefix}transformer_blocks."
+    weights = [k for k, s in shapes.items() if k.startswith(blocks) and k.endswith(".weight") and len(s) == 2]
+    counts = Counter(dtypes.get(k, "?") for k in weights)
+    is_scaled = any(k.startswith(blocks) and k.endswith(_SCALE_SUFFIXES) for k in shapes)
+    names = []
+    for dtype, _ in counts.most_common():
+        name = _FORMATS.get(dtype, dtype.lower())
+        names.append(f"{name} scaled" if is_scaled and dtype not in ("BF16", "F16", "F32") else name)
+    if not names:
+        return UNKNOWN
+    return names[0] if len(names) == 1 else " + ".join(names) + " (mixed)"
+
+
+# Families whose transformer the ltx-core backend's forward serves (model_forward.py repeats LTX-2's
+# block by hand; 2.3's gated attention and prompt AdaLN, 2.5's keyframe positions are not in it).
+LTXCORE_FAMILIES = (LTX2,)
+
+
+def check_ltxcore_serves(found: ModelFamily, file_name: str) -> None:
+    """Refuse a family the ltx-core backend cannot run, saying how to run it instead (ValueError)."""
+    if found.family in LTXCORE_FAMILIES:
+        return
+    raise ValueError(
+        f"{file_name} is {found.family}; the ltx-core backend of this pack runs LTX-2 (19B) only. Run it "
+        "inside ComfyUI (the workers then use ComfyUI's own LTX code), or set COMFYUI_PATH to a ComfyUI "
+        "0.33 or newer for runs outside it; with mode 'reference', compile_blocks or fp8_matmul the "
+        "ltx-core backend is chosen, so leave those off"
+    )

@@ -454,6 +454,9 @@ class VaeDecode(Request):
     tiles: TileSettings = field(default_factory=TileSettings)
     prefault: str | bool | None = None
     mode: str = VAE_DECODE_MODES[0]
+    # LTX-2.5's diffusion decoder in exact mode: the most bytes one neighbourhood attention call may
+    # hold on a rank (strategies/na_bands.py); 0: a rank's whole band at once.
+    na_chunk_bytes: int = 0
     out_image: Output = None
     out_audio: Output = None
 
@@ -461,6 +464,11 @@ class VaeDecode(Request):
         _check_streams(self.video, self.audio)
         if self.mode not in VAE_DECODE_MODES:
             raise ValueError(f"mode {self.mode!r} is not one of {', '.join(VAE_DECODE_MODES)}")
+        if not isinstance(self.na_chunk_bytes, int) or self.na_chunk_bytes < 0:
+            raise ValueError(
+                f"na_chunk_bytes is {self.na_chunk_bytes!r}; use 0 (a rank's whole band at once) or a byte "
+                "count (Distributed VAE Decode's attention_chunk_mb, in MiB)"
+            )
 
 
 @dataclass(frozen=True)
@@ -507,8 +515,15 @@ class EncodeText(Request):
     prompts: list[list[int]]
     outputs: list[Output]
     placement: str = "auto"
+    # LoRAs on the text encoder ((path, strength), ...), as LoraLoader's CLIP side (workers/text/gemma_lora.py).
+    text_loras: tuple[tuple[str, float], ...] = ()
 
     def check(self) -> None:
+        try:
+            loras = tuple((str(path), float(strength)) for path, strength in self.text_loras)
+        except (TypeError, ValueError):
+            raise TypeError(f"text_loras must be (path, strength) pairs, got {self.text_loras!r}") from None
+        object.__setattr__(self, "text_loras", loras)
         if self.placement not in TEXT_PLACEMENTS:
             raise ValueError(f"placement {self.placement!r} is not one of {', '.join(TEXT_PLACEMENTS)}")
         if not self.prompts or len(self.prompts) != len(self.outputs):
@@ -572,19 +587,32 @@ class BenchForward(Request):
             raise ValueError(f"video_shape {self.video_shape} must be [B, 128, F, H, W]")
 
 
+# The weight formats comfy_load_random_model builds (engine/comfy/random_model.WEIGHT_FORMATS, which the
+# UI side does not import).
+BENCH_WEIGHT_FORMATS = ("bf16", "fp8", "int8")
+
+
 @dataclass(frozen=True)
 class ComfyLoadRandomModel(Request):
     """Replace the loaded model by ComfyUI's LTXAVModel of `config` (None: the 19B shape) with random
-    weights, ComfyUI imported from `comfyui_root` (bench/bench_comfy_step.py)."""
+    weights, ComfyUI imported from `comfyui_root` (bench/bench_comfy_step.py). `weights`: "bf16" (all in
+    `dtype`), "fp8" (fp8 scaled) or "int8" (int8 convrot), held as ComfyUI holds a released file in
+    that format (engine/comfy/random_model.py)."""
 
     OP: ClassVar[str] = "comfy_load_random_model"
     comfyui_root: str
     dtype: str = "bfloat16"
     config: dict[str, Any] | None = None
     seed: int = 0
+    weights: str = "bf16"
 
     def check(self) -> None:
         checks.parse_dtype(self.dtype)
+        if self.weights not in BENCH_WEIGHT_FORMATS:
+            raise ValueError(
+                f"comfy_load_random_model weights {self.weights!r} is not one of "
+                f"{', '.join(BENCH_WEIGHT_FORMATS)}; pick one of those"
+            )
         if not self.comfyui_root:
             raise ValueError(
                 "comfy_load_random_model needs comfyui_root, the folder holding ComfyUI's main.py"

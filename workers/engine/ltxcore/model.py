@@ -12,6 +12,7 @@ from pathlib import Path
 import torch
 from ltx_core.model.transformer.modality import Modality
 
+from ...wire.model_family import check_ltxcore_serves, detect_model_family
 from ...wire.model_files import (
     ModelDescription,
     describe_checkpoint,
@@ -50,6 +51,10 @@ class LoadedModel:
         on_part=None,
         fp8_matmul: bool = False,
     ) -> LoadedModel:
+        header = read_safetensors_header(path)
+        check_ltxcore_serves(
+            detect_model_family(header.shapes, header.dtypes, header.metadata), Path(path).name
+        )
         description = describe_checkpoint(path)
         # ComfyUI reads this from the checkpoint's metadata and defaults to False when it is absent.
         causal = bool(
@@ -57,7 +62,7 @@ class LoadedModel:
         )
         transformer = load_transformer(path, device, dtype)
         if fp8_matmul:  # after every dtype cast: a later .to(dtype) would cast the fp8 buffers too
-            selection = Fp8Selection.for_checkpoint(read_safetensors_header(path), description.num_layers)
+            selection = Fp8Selection.for_checkpoint(header, description.num_layers)
             quantize_linears(transformer, selection)
         apply_mode_to_modules(transformer, mode)
         if on_part:

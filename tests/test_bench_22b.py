@@ -1,0 +1,178 @@
+"""The 22B benchmark's pieces on the CPU: the family configs as ComfyUI builds them, the quantized
+layouts ComfyUI loads (fp8 scaled, int8 convrot), and the FLOPs formula against torch's FLOP counter
+on ComfyUI's own forward (bench/av_flops.py, bench/bench_comfy_step.py)."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from pathlib import Path
+
+import pytest
+import torch
+
+COMFYUI = os.environ.get("COMFYUI_PATH", "")
+BENCH = Path(__file__).resolve().parents[1] / "bench"
+TINY = {
+    "num_layers": 2,
+    "num_attention_heads": 8,
+    "attention_head_dim": 16,
+    "audio_num_attention_heads": 8,
+    "audio_attention_head_dim": 8,
+    "cross_attention_dim": 128,
+    "audio_cross_attention_dim": 64,
+    "caption_channels": 64,
+}
+VIDEO_SHAPE, AUDIO_FRAMES = [1, 128, 4, 4, 6], 126
+
+
+def _load_bench_module(name: str):
+    spec = importlib.util.spec_from_file_location(name, BENCH / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def comfy():
+    if not COMFYUI:
+        pytest.skip("set COMFYUI_PATH to a ComfyUI checkout")
+    from ltx2_mgpu.workers.engine.comfy.bootstrap import import_comfyui
+    from ltx2_mgpu.workers.wire.comfyui_root import check_comfyui_root
+
+    import_comfyui(check_comfyui_root(COMFYUI), torch.device("cpu"))
+    from ltx2_mgpu.workers.engine.comfy import random_model
+
+    return random_model
+
+
+def _config(random_model, family: str, tiny: bool = True) -> dict:
+    from ltx2_mgpu.workers.rank.ops_bench import LTX2_19B_TRANSFORMER
+
+    return random_model.family_config({**LTX2_19B_TRANSFORMER, **(TINY if tiny else {})}, family)
+
+
+@pytest.mark.comfyui
+def test_22b_configurations_count_as_released(comfy):
+    """19B stays 19.6B; 2.3 / 2.5 hold 21.0B in ComfyUI's diffusion model (the 1.16B text projection sits
+    in the text encoder): the 8-layer connectors at the streams' widths are what the 22B adds."""
+    counts = {f: comfy.count_parameters(_config(comfy, f, tiny=False)) for f in ("2", "2.3", "2.5")}
+    assert 19.5e9 < counts["2"] < 19.7e9
+    assert 20.9e9 < counts["2.3"] < 21.1e9
+    # 2.5: video feed-forward biases gone (48 x (16384 + 4096)), keyframe embedding added (4096).
+    assert counts["2.3"] - counts["2.5"] == 48 * (16384 + 4096) - 4096
+    shapes = comfy.parameter_shapes(_config(comfy, "2.5", tiny=False))
+    assert "keyframes_abs_pos_embedding" in shapes
+    assert "transformer_blocks.0.ff.net.0.proj.bias" not in shapes
+    assert shapes["transformer_blocks.0.attn1.to_gate_logits.weight"] == (32, 4096)
+    assert shapes["transformer_blocks.0.prompt_scale_shift_table"] == (2, 4096)
+    assert (
+        sum(
+            1
+            for k in shapes
+            if k.startswith("video_embeddings_connector.transformer_1d_blocks.")
+            and k.endswith("attn1.to_q.weight")
+        )
+        == 8
+    )
+
+
+@pytest.mark.comfyui
+@pytest.mark.parametrize("weights", ["fp8", "int8"])
+def test_quantized_random_model_is_held_as_comfyui_holds_the_file(comfy, weights):
+    """The released layers are QuantizedTensors in ComfyUI's mixed-precision Linears; the rest stays in
+    the compute dtype; a CFG step runs and gives finite values."""
+    from comfy.quant_ops import QuantizedTensor
+
+    from ltx2_mgpu.workers.rank.ops_comfy_bench import random_job_inputs, time_steps
+
+    config = _config(comfy, "2.5")
+    patcher = comfy.comfy_random_model(config, torch.device("cpu"), torch.float32, 0, weights)
+    blocks = patcher.model.diffusion_model.transformer_blocks
+    layers = comfy.quantized_layers(comfy.parameter_shapes(config), weights, config["num_layers"])
+    found = {
+        name.removesuffix(".weight")
+        for name, p in blocks.named_parameters(prefix="transformer_blocks")
+        if isinstance(p.data, QuantizedTensor)
+    }
+    assert found == set(layers)
+    if weights == "fp8":  # block 0 kept, block 1's attention and feed-forward quantized
+        assert not any(k.startswith("transformer_blocks.0.") for k in found)
+        assert (
+            "transformer_blocks.1.ff.net.2" in found
+            and "transformer_blocks.1.attn1.to_gate_logits" not in found
+        )
+        assert blocks[1].attn1.to_q.weight._qdata.dtype == torch.float8_e4m3fn
+    else:  # every block Linear, convrot in groups of 16 (the tiny widths)
+        assert blocks[0].attn1.to_gate_logits.weight._params.convrot_groupsize == 64
+        assert blocks[0].ff.net[2].weight._qdata.dtype == torch.int8
+    assert patcher.model.diffusion_model.adaln_single.linear.weight.dtype == torch.float32
+    inputs = random_job_inputs(
+        VIDEO_SHAPE, AUDIO_FRAMES, config["caption_channels"], 0, comfy.context_width(config)
+    )
+    outputs = []
+
+    def keep_output(apply_model, args):
+        outputs.append(apply_model(args["input"], args["timestep"], **args["c"]))
+        return outputs[-1]
+
+    patcher.set_model_unet_function_wrapper(keep_output)
+    time_steps(patcher, inputs, 1, torch.device("cpu"))
+    assert len(outputs) >= 2 and all(torch.isfinite(out).all() for out in outputs)
+
+
+@pytest.mark.comfyui
+@pytest.mark.parametrize("family", ["2", "2.3", "2.5"])
+def test_flops_formula_matches_the_linear_layers_comfyui_runs(comfy, family):
+    """Over one sampling run (2 CFG model calls) of ComfyUI's forward, every Linear's 2 x rows x in x out
+    adds up to the formula's Linear part within 1% (the AdaLN MLPs it leaves out are small; the context is
+    given processed, so the text connectors do not run, as in a step after the first)."""
+    from ltx2_mgpu.workers.rank.ops_comfy_bench import random_job_inputs, time_steps
+
+    av_flops = _load_bench_module("av_flops")
+    config = _config(comfy, family)
+    patcher = comfy.comfy_random_model(config, torch.device("cpu"), torch.float32, 0, "bf16")
+    inputs = random_job_inputs(
+        VIDEO_SHAPE, AUDIO_FRAMES, config["caption_channels"], 0, comfy.context_width(config)
+    )
+    counted = [0]
+
+    def count(module, args, output):
+        counted[0] += 2 * args[0].numel() * module.out_features
+
+    model = patcher.model.diffusion_model
+    hooks = [m.register_forward_hook(count) for m in model.modules() if isinstance(m, torch.nn.Linear)]
+    try:
+        time_steps(patcher, inputs, 1, torch.device("cpu"))
+    finally:
+        for hook in hooks:
+            hook.remove()
+    linear, attention = av_flops.av_step_flops_parts(config, 96, AUDIO_FRAMES)
+    assert counted[0] == pytest.approx(2 * linear, rel=0.01)
+    # Attention products: at least video self-attention's 4 N^2 d per layer and batch element.
+    assert attention / 2 / 2 >= 4 * 96 * 96 * 128
+
+
+def test_mfu_uses_the_format_peak():
+    av_flops = _load_bench_module("av_flops")
+    assert av_flops.mfu(989e12, 1000.0, "bf16") == pytest.approx(1.0)
+    assert av_flops.mfu(989e12, 1000.0, "int8") == pytest.approx(989 / 1979)
+
+
+@pytest.mark.parametrize("weights", ["bf16", "fp8", "int8"])
+def test_the_random_model_request_carries_the_weight_format(weights):
+    from ltx2_mgpu.workers.rank import ops
+    from ltx2_mgpu.workers.wire.requests import ComfyLoadRandomModel
+
+    request = ComfyLoadRandomModel("/comfyui", weights=weights)
+    assert ops.read_request(ComfyLoadRandomModel, request.to_wire()).weights == weights
+
+
+def test_an_unknown_weight_format_is_refused_before_any_worker_starts():
+    from ltx2_mgpu.workers.rank import ops
+    from ltx2_mgpu.workers.wire.requests import ComfyLoadRandomModel
+
+    with pytest.raises(ValueError, match="weights 'nvfp4' is not one of bf16, fp8, int8"):
+        ComfyLoadRandomModel("/comfyui", weights="nvfp4")
+    with pytest.raises(ops.InputRejected, match="weights 'fp4' is not one of"):
+        ops.read_request(ComfyLoadRandomModel, {"comfyui_root": "/comfyui", "weights": "fp4"})

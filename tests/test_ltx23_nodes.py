@@ -1,0 +1,282 @@
+"""Our nodes on the tiny LTX-2.3, comfy backend, CPU workers, against ComfyUI's native nodes on the same
+files and seed (opt-in: COMFYUI_PATH).
+
+Native side as the official LTX-2.3 templates wire it (tests/ltx23_fixtures.py loads the files with
+ComfyUI's loaders). Ours: the MGPU nodes on an MGPU_MODEL of the same checkpoint with 1 and 2 CPU ranks
+in float32. The ranks run ComfyUI's own forward (gated attention, prompt AdaLN, cross-attention AdaLN
+included), so what is left is the reduction order over split heads and tokens.
+Bound: max |ours - native| <= 1e-5 x max |native|, per stream.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterator
+
+import pytest
+import torch
+from comfyui_harness import comfyui_root
+from ltx23_fixtures import FPS, FRAMES, HEIGHT, WIDTH, comfy23  # noqa: F401
+
+from conftest import assert_no_leaks, tiny_conditioning
+from ltx2_mgpu.workers.embedded.tiny_ltx23 import AUDIO_DIM, VIDEO_DIM
+from ltx2_mgpu.workers.group.launcher import parse_devices
+from ltx2_mgpu.workers.group.manager import MGPUModel, get_manager
+from ltx2_mgpu.workers.wire.comfyui_root import check_comfyui_root
+
+pytestmark = pytest.mark.comfyui
+
+RELATIVE_TOLERANCE = 1e-5
+SEED = 42
+# The template's stage-2 distilled sigmas (three steps).
+SIGMAS = "0.909375, 0.725, 0.421875, 0.0"
+RANKS = (1, 2)
+
+
+def relative(ours: torch.Tensor, native: torch.Tensor) -> tuple[float, float]:
+    assert ours.shape == native.shape, (ours.shape, native.shape)
+    diff = float((ours.float() - native.float()).abs().max())
+    return diff, diff / float(native.float().abs().max())
+
+
+@contextlib.contextmanager
+def threads_of_a_rank(group: MGPUModel) -> Iterator[None]:
+    """Run native code at the thread count each CPU rank of `group` runs with. CPU convolutions reduce
+    in an order that depends on it: native LTXVAudioVAEDecode with the BWE vocoder differs by 1.8e-5
+    between 1 and 2 threads (measured on the tiny 2.3), the whole of what a 2-rank run differed by."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(parse_devices(f"cpu:{group.world_size}").threads_per_rank())
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def streams(samples) -> list[torch.Tensor]:
+    return [t.clone() for t in (samples.unbind() if samples.is_nested else [samples])]
+
+
+def start_group(files, ranks: int, dtype: str) -> Iterator[MGPUModel]:
+    root = check_comfyui_root(comfyui_root())
+    model = MGPUModel.create(
+        files.checkpoint,
+        devices=f"cpu:{ranks}",
+        dtype=dtype,
+        backend="comfy",
+        comfyui_root=root.path,
+        comfyui_version=root.version,
+    )
+    yield model
+    get_manager().unload()
+    assert_no_leaks()
+
+
+@pytest.fixture(scope="module", params=RANKS, ids=lambda n: f"{n}ranks")
+def group23(request, comfy23) -> Iterator[MGPUModel]:  # noqa: F811
+    yield from start_group(comfy23.files, request.param, "float32")
+
+
+def av_inputs(c) -> tuple[list, list, dict, torch.Tensor]:
+    positive = tiny_conditioning(11, VIDEO_DIM + AUDIO_DIM, seed=1)
+    negative = tiny_conditioning(6, VIDEO_DIM + AUDIO_DIM, seed=2)
+    for cond in (positive, negative):
+        del cond[0][1]["frame_rate"]  # LTXVConditioning adds it, as in the template
+    positive, negative = c.lt.LTXVConditioning.execute(positive, negative, FPS)[:2]
+    (video,) = c.lt.EmptyLTXVLatentVideo.execute(WIDTH, HEIGHT, FRAMES, 1)
+    (audio,) = c.lt_audio.LTXVEmptyLatentAudio.execute(FRAMES, FPS, 1, c.audio_vae)
+    (latent,) = c.lt.LTXVConcatAVLatent.execute(video, audio)
+    (sigmas,) = c.cs.ManualSigmas.execute(SIGMAS)
+    return positive, negative, latent, sigmas
+
+
+def report(node: str, ranks: int, found: list[tuple[float, float]], seconds: float) -> None:
+    text = " | ".join(f"max|d| {d:.2e} rel {r:.2e}" for d, r in found)
+    print(f"\n[LTX-2.3 comfy backend] {node} {ranks} ranks: {text} ({seconds:.1f} s)")
+
+
+def test_sp_sampler_with_cfg_matches_native(comfy23, group23):  # noqa: F811
+    from ltx2_mgpu.nodes.sp_sampler import LTX2SPSampler
+
+    c = comfy23
+    positive, negative, latent, sigmas = av_inputs(c)
+    (guider,) = c.cs.CFGGuider.execute(c.model, positive, negative, 3.0)
+    (noise,) = c.cs.RandomNoise.execute(SEED)
+    (sampler,) = c.cs.KSamplerSelect.execute("euler_ancestral")
+    with torch.inference_mode():
+        native = streams(
+            c.cs.SamplerCustomAdvanced.execute(noise, guider, sampler, sigmas, latent)[0]["samples"]
+        )
+    t0 = time.perf_counter()
+    (out,) = LTX2SPSampler().sample(
+        group23, positive, negative, latent, sigmas, "euler_ancestral", 3.0, 3.0, SEED
+    )
+    found = [relative(a, b) for a, b in zip(streams(out["samples"]), native)]
+    report("SP Sampler (CFG 3)", group23.world_size, found, time.perf_counter() - t0)
+    assert len(found) == 2 and all(r <= RELATIVE_TOLERANCE for _, r in found), found
+
+
+PROMPT = "A red fox runs through fresh snow at dawn, \\(slow motion\\), the camera follows low."
+
+
+@pytest.fixture(scope="module", params=RANKS, ids=lambda n: f"{n}ranks-bf16")
+def group23_bf16(request, comfy23) -> Iterator[MGPUModel]:  # noqa: F811
+    yield from start_group(comfy23.files, request.param, "bfloat16")
+
+
+def test_text_encode_matches_clip_text_encode(comfy23, group23_bf16):  # noqa: F811
+    """MGPU Text Encode = LTXAVTextEncoderLoader + CLIPTextEncode on the same Gemma file and checkpoint
+    (the 2.3 dual projection: video and audio widths concatenated). ComfyUI runs the bf16 Gemma file
+    in bf16, so the group does too (weight_dtype bfloat16, as test_text_encode_native.py)."""
+    group23 = group23_bf16
+    from ltx2_mgpu.nodes.text_encode import LTX2MGPUTextEncode
+
+    with torch.inference_mode():
+        (native,) = comfy23.nodes.CLIPTextEncode().encode(comfy23.clip, PROMPT)
+    t0 = time.perf_counter()
+    (ours,) = LTX2MGPUTextEncode().encode(group23, comfy23.gemma.name, PROMPT, "auto")
+    found = relative(ours[0][0], native[0][0])
+    report("Text Encode", group23.world_size, [found], time.perf_counter() - t0)
+    assert ours[0][0].shape[-1] == VIDEO_DIM + AUDIO_DIM
+    assert ours[0][1].get("unprocessed_ltxav_embeds") == native[0][1].get("unprocessed_ltxav_embeds")
+    assert found[1] <= RELATIVE_TOLERANCE, found
+
+
+def test_text_encode_with_the_gemma_lora_matches_lora_loader(comfy23, group23_bf16):  # noqa: F811
+    """The templates' Gemma LoRA: MGPU Text Encode's lora_name = LoraLoader (clip strength 1) then
+    CLIPTextEncode; the LoRA moves the conditioning well beyond the bound (so it is not left out)."""
+    from ltx2_mgpu.nodes.text_encode import LTX2MGPUTextEncode
+
+    c = comfy23
+    _model, clip = c.nodes.LoraLoader().load_lora(c.model, c.clip, c.text_lora.name, 0.0, 1.0)
+    with torch.inference_mode():
+        (native,) = c.nodes.CLIPTextEncode().encode(clip, PROMPT)
+        (plain,) = c.nodes.CLIPTextEncode().encode(c.clip, PROMPT)
+    t0 = time.perf_counter()
+    (ours,) = LTX2MGPUTextEncode().encode(group23_bf16, c.gemma.name, PROMPT, "auto", c.text_lora.name, 1.0)
+    found = relative(ours[0][0], native[0][0])
+    report("Text Encode + Gemma LoRA", group23_bf16.world_size, [found], time.perf_counter() - t0)
+    assert found[1] <= RELATIVE_TOLERANCE, found
+    assert relative(plain[0][0], native[0][0])[1] > 1e-3
+    # Back without the LoRA: the resident encoder is reloaded clean.
+    (again,) = LTX2MGPUTextEncode().encode(group23_bf16, c.gemma.name, PROMPT, "auto")
+    assert relative(again[0][0], plain[0][0])[1] <= RELATIVE_TOLERANCE
+
+
+@pytest.mark.parametrize("scale", [2.0, 1.5], ids=["x2-1.1", "x1.5"])
+def test_tdp_upscaler_one_tile_matches_native_stage2(comfy23, group23, scale):  # noqa: F811
+    """TDP Upscaler with one tile = LTXVLatentUpsampler (the template's x2 1.1, and the x1.5 one)
+    then stage-2 sampling with CFGGuider; the audio passes through unchanged, as in the template."""
+    import folder_paths
+    from comfy_extras import nodes_lt_upsampler
+
+    from ltx2_mgpu.nodes.tdp_upscaler import LTX2TDPUpscaler
+
+    c = comfy23
+    path = c.files.spatial_upscaler_x2 if scale == 2.0 else c.files.spatial_upscaler_x15
+    folder_paths.add_model_folder_path("latent_upscale_models", str(path.parent))
+    positive, negative, _, sigmas = av_inputs(c)
+    generator = torch.Generator().manual_seed(5)
+    video = torch.randn(1, 128, 3, 4, 6, generator=generator)
+    audio = torch.randn(1, 8, 18, 16, generator=generator)
+    with torch.inference_mode():
+        (upscaled,) = nodes_lt_upsampler.LTXVLatentUpsampler.execute(
+            {"samples": video}, c.upscalers[scale], c.vae
+        )
+    (latent,) = c.lt.LTXVConcatAVLatent.execute(
+        upscaled, {"samples": audio, "noise_mask": torch.zeros(audio.shape)}
+    )
+    (guider,) = c.cs.CFGGuider.execute(c.model, positive, negative, 3.0)
+    (noise,) = c.cs.RandomNoise.execute(SEED)
+    (sampler,) = c.cs.KSamplerSelect.execute("euler_ancestral")
+    with torch.inference_mode():
+        native = streams(
+            c.cs.SamplerCustomAdvanced.execute(noise, guider, sampler, sigmas, latent)[0]["samples"]
+        )
+    t0 = time.perf_counter()
+    stage1 = {"samples": c.NestedTensor((video, audio))}
+    (out,) = LTX2TDPUpscaler().upscale(
+        group23, positive, negative, stage1, path.name, "euler_ancestral", 3.0, SEED, "1x1", 0, sigmas=sigmas
+    )
+    ours = streams(out["samples"])
+    found = relative(ours[0], native[0])
+    report(f"TDP Upscaler x{scale:g} one tile", group23.world_size, [found], time.perf_counter() - t0)
+    assert found[1] <= RELATIVE_TOLERANCE, found
+    assert torch.equal(ours[1], audio)
+
+
+def test_vae_decode_exact_and_audio_decode_match_native(comfy23, group23):  # noqa: F811
+    """Distributed VAE Decode, exact mode = VAEDecode; its audio output = LTXVAudioVAEDecode (the 2.3
+    vocoder with bandwidth extension, 48 kHz), run by the last rank with ComfyUI's audio VAE: bit-exact
+    at the same thread count."""
+    from ltx2_mgpu.nodes.vae_decode import LTX2DistributedVAEDecode
+
+    c = comfy23
+    generator = torch.Generator().manual_seed(3)
+    video = torch.randn(1, 128, 3, 4, 6, generator=generator)
+    audio = torch.randn(1, 8, 18, 16, generator=generator)
+    with torch.inference_mode(), threads_of_a_rank(group23):  # the audio is decoded on one rank
+        (native_image,) = c.nodes.VAEDecode().decode(c.vae, {"samples": video})
+        (native_audio,) = c.lt_audio.LTXVAudioVAEDecode.execute({"samples": audio}, c.audio_vae)
+    (latent,) = c.lt.LTXVConcatAVLatent.execute({"samples": video}, {"samples": audio})
+    t0 = time.perf_counter()
+    image, ours_audio = LTX2DistributedVAEDecode().decode(group23, latent, mode="exact")
+    found = [relative(image, native_image), relative(ours_audio["waveform"], native_audio["waveform"])]
+    report("VAE Decode exact | audio", group23.world_size, found, time.perf_counter() - t0)
+    assert ours_audio["sample_rate"] == native_audio["sample_rate"] == 48000
+    assert all(r <= RELATIVE_TOLERANCE for _, r in found), found
+    assert torch.equal(ours_audio["waveform"], native_audio["waveform"])
+
+
+def test_vae_encode_matches_native(comfy23, group23):  # noqa: F811
+    from ltx2_mgpu.nodes.vae_encode import LTX2DistributedVAEEncode
+
+    c = comfy23
+    pixels = torch.rand(17, 128, 96, 3, generator=torch.Generator().manual_seed(4))
+    with torch.inference_mode():
+        (native,) = c.nodes.VAEEncode().encode(c.vae, pixels)
+    t0 = time.perf_counter()
+    (ours,) = LTX2DistributedVAEEncode().encode(group23, pixels)
+    found = relative(ours["samples"], native["samples"])
+    report("VAE Encode", group23.world_size, [found], time.perf_counter() - t0)
+    assert found[1] <= RELATIVE_TOLERANCE, found
+
+
+def test_sp_sampler_with_the_distilled_lora_matches_lora_loader(comfy23):  # noqa: F811
+    """The template's distilled LoRA at 0.5: MGPU Loader's lora_name (fused in the ranks through ComfyUI's
+    ModelPatcher) = LoraLoaderModelOnly on the native model; 2 CPU ranks, CFG 1 as the template."""
+    from ltx2_mgpu.nodes.mgpu_lora import lora_entry
+    from ltx2_mgpu.nodes.sp_sampler import LTX2SPSampler
+
+    c = comfy23
+    (patched,) = c.nodes.LoraLoaderModelOnly().load_lora_model_only(c.model, c.lora.name, 0.5)
+    positive, negative, latent, sigmas = av_inputs(c)
+    (guider,) = c.cs.CFGGuider.execute(patched, positive, negative, 1.0)
+    (noise,) = c.cs.RandomNoise.execute(SEED)
+    (sampler,) = c.cs.KSamplerSelect.execute("euler")
+    with torch.inference_mode():
+        native = streams(
+            c.cs.SamplerCustomAdvanced.execute(noise, guider, sampler, sigmas, latent)[0]["samples"]
+        )
+    root = check_comfyui_root(comfyui_root())
+    model = MGPUModel.create(
+        c.files.checkpoint, devices="cpu:2", dtype="float32", backend="comfy",
+        loras=lora_entry(str(c.files.checkpoint), c.lora.name, 0.5),
+        comfyui_root=root.path, comfyui_version=root.version,
+    )  # fmt: skip
+    try:
+        t0 = time.perf_counter()
+        (out,) = LTX2SPSampler().sample(model, positive, negative, latent, sigmas, "euler", 1.0, 1.0, SEED)
+    finally:
+        get_manager().unload()
+        assert_no_leaks()
+    found = [relative(a, b) for a, b in zip(streams(out["samples"]), native)]
+    report("SP Sampler + distilled LoRA 0.5", model.world_size, found, time.perf_counter() - t0)
+    assert all(r <= RELATIVE_TOLERANCE for _, r in found), found
+    # The LoRA changes the result: the comparison would catch a LoRA left out.
+    with torch.inference_mode():
+        (plain_guider,) = c.cs.CFGGuider.execute(c.model, positive, negative, 1.0)
+        plain = streams(
+            c.cs.SamplerCustomAdvanced.execute(noise, plain_guider, sampler, sigmas, latent)[0]["samples"]
+        )
+    assert relative(plain[0], native[0])[1] > 1e-3
