@@ -21,11 +21,18 @@ class LTX2MGPULoader:
     DESCRIPTION = (
         "Starts one worker process per GPU (or reuses the running ones) and loads the LTX checkpoint in each "
         "(LTX-2, LTX-2.3). Connect its MGPU_MODEL to the SP Sampler, TDP Upscaler and Distributed VAE Decode. "
-        "The release and weight format it found are shown under the node and on the console."
+        "The release and weight format it found are shown under the node and on the console. Its MODEL goes to "
+        "ComfyUI's own samplers (KSampler, SamplerCustomAdvanced with any guider): every model call then "
+        "runs on the worker group, split over its GPUs."
     )
     CATEGORY = CATEGORY
-    RETURN_TYPES = ("MGPU_MODEL",)
-    RETURN_NAMES = ("mgpu_model",)
+    # MODEL is appended last so saved workflows keep their links (tests/test_node_contract.py).
+    RETURN_TYPES = ("MGPU_MODEL", "MODEL")
+    RETURN_NAMES = ("mgpu_model", "model")
+    OUTPUT_TOOLTIPS = (
+        "For this pack's nodes (SP Sampler, TDP Upscaler, Distributed VAE).",
+        "For ComfyUI's samplers and guiders: the diffusion model runs in the worker group (LoRAs: lora_name).",
+    )
     FUNCTION = "load"
 
     @classmethod
@@ -148,7 +155,21 @@ class LTX2MGPULoader:
             comfyui_version=backend.root_version,
         )
         jobs.load(model, node_id=unique_id)
-        return (model,)
+        return (model, model_output(model))
+
+
+def model_output(model: MGPUModel):
+    """ComfyUI's MODEL for `model`, run by the group; None outside ComfyUI or for a file ComfyUI cannot
+    place (the MGPU_MODEL output still serves; the console says why)."""
+    if not comfy.in_comfyui():
+        return None
+    from .group_model.model import build_group_model
+
+    try:
+        return build_group_model(model)
+    except ValueError as exc:
+        console.warning(f"the loader's MODEL output is not available: {exc}")
+        return None
 
 
 def report_family(file_name: str, found: ModelFamily, backend: str, node_id) -> None:

@@ -19,7 +19,10 @@ BACKENDS = (BACKEND_COMFY, BACKEND_LTXCORE)
 # Forces a backend: "comfy" (an error without a usable ComfyUI), "ltxcore", or "auto" (default).
 ENV_BACKEND = "LTX2_MGPU_BACKEND"
 # Commands the comfy backend serves; the others run on ltx-core until they are ported (issue 17).
-COMFY_OPS = ("sample", "encode_text", "set_loras", "lora_state", "tdp_upscale", "vae_decode", "vae_encode")
+COMFY_OPS = (
+    "sample", "encode_text", "set_loras", "lora_state", "tdp_upscale", "vae_decode", "vae_encode",
+    "comfy_model_call", "comfy_text_embeds",  # native sampling with the MGPU Loader's MODEL
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
