@@ -22,6 +22,7 @@ import torch
 from ...workers.group.client import output_slot
 from ...workers.group.manager import MGPUModel, get_manager
 from ...workers.wire import model_call as wire
+from ...workers.wire import shm
 from ...workers.wire.errors import JobInputError
 from .. import comfy
 
@@ -97,7 +98,11 @@ class GroupModelCall:
             "call": encoded,
             "out": slots,
         }
-        self.last_replies = self._run_job(wire.OP_MODEL_CALL, args)
+        try:
+            self.last_replies = self._run_job(wire.OP_MODEL_CALL, args)
+        finally:  # the group unlinks them after its job; not if the job never started (a failed load)
+            for slot in slots:
+                shm.unlink(slot.spec.name)
         return [slot.tensor for slot in slots]
 
     def _tensor(self, value: torch.Tensor, where: str) -> dict:
