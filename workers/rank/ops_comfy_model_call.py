@@ -34,13 +34,14 @@ def model_call(job, args: dict) -> dict:
 
     rt = job.runtime
     model = _comfy_model(job)
-    server = rt.state.get("model_call")
+    # Kept with the model, so a model replaced by load_model / unload_model takes its SP clone along.
+    server = model.extras.get("model_call")
     if server is None or not server.serves(model):
         try:
             server = ModelCallServer(model, model.extras["exchange"])
         except ValueError as exc:  # more ranks than heads
             raise InputRejected(str(exc)) from exc
-        rt.state["model_call"] = server
+        model.extras["model_call"] = server
     caches = rt.state.setdefault("model_call_cache", ConditioningCache())
     cache = caches.for_token(str(args["token"]), list(args.get("drop") or ()))
     try:

@@ -14,8 +14,10 @@ from ...wire import model_call as wire
 from .model import ComfyModel
 from .sequence_parallel import SequenceParallel
 
-# Conditioning caches kept at once (one per UI model token); two MODEL outputs in one graph alternate.
-CACHES_KEPT = 4
+# Conditioning caches kept at once (one per UI model token): two MODEL outputs in one graph (stage 1
+# and stage 2) alternate without resending. Each holds at most the UI side's CACHE_ENTRIES tensors
+# (a batched 19B context is 31 MB in bf16).
+CACHES_KEPT = 2
 
 
 class ConditioningCache:
