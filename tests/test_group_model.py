@@ -4,7 +4,7 @@ The same graph twice, in this process: once on CheckpointLoaderSimple's MODEL (n
 once on the MGPU Loader's MODEL, whose every diffusion-model call runs in 1 or 2 CPU ranks with
 sequence parallelism (nodes/group_model/model.py). SamplerCustomAdvanced + CFGGuider (cfg > 1: cond and
 uncond share each call), LTXVImgToVideoInplace, one LTXVAddGuide keyframe cropped again by
-LTXVCropGuides, STG, the dual-CFG guider. The guiders, the sampler and the conditioning run natively
+LTXVCropGuides, STG, the dual-CFG guider, and KSampler with a scheduler computed from the MODEL. The guiders, the sampler and the conditioning run natively
 in this process; only the reduction order of attention over split tokens and heads differs: at most
 1e-5 of the largest native magnitude per stream, in float32.
 """
@@ -37,6 +37,7 @@ class Graph:
     inplace_strength: float | None = None  # LTXVImgToVideoInplace on the video latent
     keyframe: bool = False  # LTXVAddGuide of one image at the last frame, LTXVCropGuides after
     stg_blocks: str = ""  # LTXVSpatioTemporalGuidance on the MODEL (scale 1)
+    ksampler: bool = False  # KSampler (3 steps of the "simple" scheduler) instead of SamplerCustomAdvanced
 
 
 GRAPHS = {
@@ -45,6 +46,7 @@ GRAPHS = {
     "keyframe-guide-cropped": Graph(keyframe=True, sampler="euler"),
     "stg-block1": Graph(stg_blocks="1"),
     "dual-cfg": Graph(guider="dual", sampler="euler"),
+    "ksampler-simple": Graph(ksampler=True),
 }
 _results: dict[tuple[str, int], list[torch.Tensor]] = {}
 
@@ -82,6 +84,14 @@ def run_graph(comfy, model, graph: Graph) -> list[torch.Tensor]:  # noqa: F811
         (latent,) = lt.LTXVConcatAVLatent.execute(video, audio)
     if graph.stg_blocks:
         (model,) = lt.LTXVSpatioTemporalGuidance.execute(model, 1.0, graph.stg_blocks, 0.0, 1.0)
+    if graph.ksampler:
+        import nodes  # ComfyUI's nodes.py (its root is on sys.path while the fixture runs)
+
+        with torch.inference_mode():
+            (out,) = nodes.KSampler().sample(
+                model, SEED, 3, 3.0, graph.sampler, "simple", positive, negative, latent, denoise=1.0
+            )
+        return streams(out["samples"])
     if graph.guider == "dual":
         (guider,) = lt.LTXVDualCFGGuider.execute(model, positive, negative, 3.0, 7.0)
     else:
