@@ -163,11 +163,11 @@ def model_output(model: MGPUModel):
     place (the MGPU_MODEL output still serves; the console says why)."""
     if not comfy.in_comfyui():
         return None
-    from .group_model.model import build_group_model
-
     try:
+        from .group_model.model import build_group_model
+
         return build_group_model(model)
-    except ValueError as exc:
+    except (ValueError, ImportError) as exc:  # ImportError: a ComfyUI without the model side we use
         console.warning(f"the loader's MODEL output is not available: {exc}")
         return None
 

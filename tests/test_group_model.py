@@ -190,6 +190,15 @@ def test_cancel_between_model_calls_stops_sampling(comfy, group_model):  # noqa:
     assert len(run_graph(comfy, group_model, Graph(sampler="euler"))) == 2
 
 
+def test_a_restarted_group_gets_the_conditioning_again(comfy, group_model):  # noqa: F811
+    """ "Unload Models" stops the workers; the same MODEL samples again (the ranks lost the cached
+    context: the first call is refused as a cache miss and sent again in full), with the same result."""
+    first = run_graph(comfy, group_model, Graph(sampler="euler"))
+    get_manager().unload("the test unloads")
+    again = run_graph(comfy, group_model, Graph(sampler="euler"))
+    assert all(torch.equal(a, b) for a, b in zip(first, again))
+
+
 def test_comfy_lora_loaders_are_refused(comfy, group_model, tiny):  # noqa: F811
     with pytest.raises(ValueError, match="Choose the LoRA in the MGPU Loader"):
         group_model.clone().add_patches({"diffusion_model.x": (torch.zeros(1),)}, 1.0)
