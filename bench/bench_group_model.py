@@ -33,8 +33,8 @@ from ltx2_mgpu.workers.group.client import WorkerGroup
 from ltx2_mgpu.workers.group.launcher import Placement
 from ltx2_mgpu.workers.group.manager import MGPUModel
 from ltx2_mgpu.workers.rank.ops_bench import LTX2_19B_TRANSFORMER
-from ltx2_mgpu.workers.wire import model_call as wire
 from ltx2_mgpu.workers.wire.comfyui_root import COMFYUI_PATH_ENV, check_comfyui_root
+from ltx2_mgpu.workers.wire.requests import ComfyModelCall, Request
 
 
 class TimedRun:
@@ -45,10 +45,10 @@ class TimedRun:
         self.wall_ms: list[float] = []
         self.forward_ms: list[float] = []
 
-    def __call__(self, op: str, args: dict) -> list[dict]:
+    def __call__(self, request: Request) -> list[dict]:
         started = time.perf_counter()
-        replies = self.group.run(op, args)
-        if op == wire.OP_MODEL_CALL:
+        replies = self.group.run(request.OP, request.to_wire())
+        if isinstance(request, ComfyModelCall):
             self.wall_ms.append((time.perf_counter() - started) * 1e3)
             self.forward_ms.append(float(replies[0]["forward_ms"]))
         return replies
@@ -66,7 +66,9 @@ def group_model_steps(config: dict, shape, dtype, repeats: int, timed: TimedRun,
     model_config = comfy.supported_models.LTXAV(
         {"image_model": "ltxav", "use_keyframes_abs_pos_embedding": False, **config}
     )
-    recipe = MGPUModel(checkpoint="<random 19B shape>", dtype=str(dtype).removeprefix("torch."), devices=devices)
+    recipe = MGPUModel(
+        checkpoint="<random 19B shape>", dtype=str(dtype).removeprefix("torch."), devices=devices
+    )
     patcher = group_model_from_config(model_config, GroupModelCall(recipe, run=timed), dtype)
     inputs = random_job_inputs(list(shape), AUDIO_FRAMES, config["caption_channels"], 0)
     first = len(timed.wall_ms)

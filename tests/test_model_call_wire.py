@@ -16,6 +16,7 @@ from ltx2_mgpu.workers.group.manager import MGPUModel
 from ltx2_mgpu.workers.wire import model_call as wire
 from ltx2_mgpu.workers.wire import protocol, shm
 from ltx2_mgpu.workers.wire.errors import JobInputError
+from ltx2_mgpu.workers.wire.requests import ComfyModelCall
 
 
 def other_pack_patch(*args):
@@ -88,7 +89,8 @@ class FakeRanks:
         self.cache: dict[int, torch.Tensor] = {}
         self.calls: list[dict] = []
 
-    def __call__(self, op: str, args: dict) -> list[dict]:
+    def __call__(self, request: ComfyModelCall) -> list[dict]:
+        args = request.to_wire()
         names = [slot.spec.name for slot in args["out"]]
         try:
             self.calls.append(args)

@@ -24,11 +24,12 @@ from ...workers.group.manager import MGPUModel, get_manager
 from ...workers.wire import model_call as wire
 from ...workers.wire import shm
 from ...workers.wire.errors import JobInputError
+from ...workers.wire.requests import ComfyModelCall, ComfyTextEmbeds, Request
 from .. import comfy
 
-# Runs one command on the group: (op, args) -> the ranks' replies. Default: the manager's group for the
+# Runs one request on the group -> the ranks' replies. Default: the manager's group for the
 # recipe (started and loaded as needed, LoRAs synced); the bench passes its own group's run.
-RunFn = Callable[[str, dict], list[dict]]
+RunFn = Callable[[Request], list[dict]]
 # Conditioning tensors the ranks keep per MODEL, most recently used first out last. A CFG step needs
 # the batched context and masks (2-4 entries); STG / modality passes add a cond-only batch.
 CACHE_ENTRIES = 8
@@ -48,7 +49,7 @@ class GroupModelCall:
 
     def __init__(self, recipe: MGPUModel, run: RunFn | None = None) -> None:
         self.recipe = recipe
-        self._run_job = run or (lambda op, args: get_manager().run(recipe, op, args, quiet=True))
+        self._run_job = run or (lambda request: get_manager().run(recipe, request, quiet=True))
         self._token = secrets.token_hex(8)  # names this model's cache on the ranks
         self._ids = itertools.count(1)
         self._cache: list[_Cached] = []  # least recently used first
@@ -91,15 +92,15 @@ class GroupModelCall:
         encoded = wire.encode(call, "the model call", self._tensor)
         slots = [output_slot(s.shape, torch.float32) for s in streams]
         drop, self._dropped = self._dropped, []
-        args = {
-            "token": self._token,
-            "drop": drop,
-            "streams": [s.detach() for s in streams],
-            "call": encoded,
-            "out": slots,
-        }
         try:
-            self.last_replies = self._run_job(wire.OP_MODEL_CALL, args)
+            request = ComfyModelCall(
+                token=self._token,
+                streams=[s.detach() for s in streams],
+                call=encoded,
+                out=slots,
+                drop=tuple(drop),
+            )
+            self.last_replies = self._run_job(request)
         finally:  # the group unlinks them after its job; not if the job never started (a failed load)
             for slot in slots:
                 shm.unlink(slot.spec.name)
@@ -131,8 +132,7 @@ class GroupModelCall:
             if (flag, loras) == key and _same(source, context):
                 return out
         comfy.throw_if_interrupted()
-        args = {"context": context.detach(), "unprocessed": bool(unprocessed)}
-        replies = self._run_job(wire.OP_TEXT_EMBEDS, args)
+        replies = self._run_job(ComfyTextEmbeds(context=context.detach(), unprocessed=bool(unprocessed)))
         out = wire.inline_to_tensor(replies[0]["embeds"]).to(context.device)
         self._embeds = [*self._embeds[-3:], (context.detach().clone(), *key, out)]
         return out

@@ -20,9 +20,9 @@ import comfy.model_management as mm
 import comfy.model_patcher
 import torch
 
-from ...workers.engine.ltxcore.checkpoint import read_safetensors_header
-from ...workers.engine.ltxcore.model import DTYPES
 from ...workers.group.manager import MGPUModel
+from ...workers.wire.checks import DTYPES
+from ...workers.wire.model_files import read_safetensors_header
 from .call import GroupModelCall
 
 # safetensors dtype names -> torch, for the meta tensors ComfyUI's detection looks at.

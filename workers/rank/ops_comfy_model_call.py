@@ -1,9 +1,6 @@
 """Commands of native sampling on the group (the MGPU Loader's MODEL; NOTE [model call] in
-workers/wire/model_call.py), served on the comfy backend only:
-  comfy_model_call   one diffusion-model call: args token, drop (cache ids to forget), streams (the
-                     latent streams), call (timestep, context, options, kwargs in wire form), out
-                     (one float32 slot per stream, written by rank 0)
-  comfy_text_embeds  the text connectors: args context, unprocessed; rank 0 replies the embeddings inline
+workers/wire/model_call.py), served on the comfy backend only: ComfyModelCall (one diffusion-model
+call) and ComfyTextEmbeds (the text connectors), both in workers/wire/requests.py.
 """
 
 from __future__ import annotations
@@ -13,6 +10,7 @@ import time
 import torch
 
 from ..wire import model_call as wire
+from ..wire.requests import ComfyModelCall, ComfyTextEmbeds
 from .ops import InputRejected, op
 
 
@@ -28,8 +26,8 @@ def _comfy_model(job):
     return model
 
 
-@op(wire.OP_MODEL_CALL)
-def model_call(job, args: dict) -> dict:
+@op(ComfyModelCall)
+def model_call(job, request: ComfyModelCall) -> dict:
     from ..engine.comfy.model_call import ConditioningCache, ModelCallServer, decode_call
 
     rt = job.runtime
@@ -43,18 +41,18 @@ def model_call(job, args: dict) -> dict:
             raise InputRejected(str(exc)) from exc
         model.extras["model_call"] = server
     caches = rt.state.setdefault("model_call_cache", ConditioningCache())
-    cache = caches.for_token(str(args["token"]), list(args.get("drop") or ()))
+    cache = caches.for_token(request.token, list(request.drop))
     try:
-        call = decode_call(args["call"], cache, rt.device)
+        call = decode_call(request.call, cache, rt.device)
     except ValueError as exc:  # alike on every rank: all hold the same cache
         raise InputRejected(str(exc)) from exc
-    streams = [s.to(rt.device) for s in args["streams"]]
+    streams = [s.to(rt.device) for s in request.streams]
     started = time.perf_counter()
     outputs = server.forward(streams, call)
     if rt.device.type == "cuda":
         torch.cuda.synchronize(rt.device)
     forward_ms = (time.perf_counter() - started) * 1e3
-    slots = args["out"]
+    slots = request.out
     if [tuple(o.shape) for o in outputs] != [tuple(s.shape) for s in slots]:
         raise RuntimeError(
             f"the model returned streams {[tuple(o.shape) for o in outputs]} for inputs "
@@ -66,10 +64,10 @@ def model_call(job, args: dict) -> dict:
     return {"split_forwards": server.parallel.split_forwards, "forward_ms": forward_ms}
 
 
-@op(wire.OP_TEXT_EMBEDS)
-def text_embeds(job, args: dict) -> dict:
+@op(ComfyTextEmbeds)
+def text_embeds(job, request: ComfyTextEmbeds) -> dict:
     from ..engine.comfy.model_call import text_embeds as run
 
     rt = job.runtime
-    out = run(_comfy_model(job), args["context"], bool(args["unprocessed"]), rt.device)
+    out = run(_comfy_model(job), request.context, request.unprocessed, rt.device)
     return {"embeds": wire.inline_tensor(out)} if rt.rank == 0 else {}

@@ -4,7 +4,7 @@ NOTE [model call]: ComfyUI's sampler, guider and conditioning run in the UI proc
 model; every diffusion-model call (what LTXAVModel.forward receives: the noised latent streams, the
 timesteps, the context and the extra conditioning, transformer_options) travels to the ranks, which
 call their ComfyUI model with the same arguments under sequence parallelism. Pure standard library
-and torch: the UI side (nodes/group_model/call.py) encodes, the ranks (workers/engine/comfy/
+and torch; the commands are requests.ComfyModelCall / ComfyTextEmbeds. The UI side (nodes/group_model/call.py) encodes, the ranks (workers/engine/comfy/
 model_call.py) decode.
 
 What travels, recursively: None, bool, int, float, str, bytes; list, tuple, dict, set, frozenset of
@@ -24,8 +24,6 @@ from typing import Any
 
 import torch
 
-OP_MODEL_CALL = "comfy_model_call"
-OP_TEXT_EMBEDS = "comfy_text_embeds"
 TAG_INLINE, TAG_STORE, TAG_CACHED = "__inline__", "__store__", "__cached__"
 TAG_SIZE, TAG_UUID = "__size__", "__uuid__"
 # Tensors below this travel inside the pickled message: a shared-memory segment costs an open,
