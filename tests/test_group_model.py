@@ -199,6 +199,29 @@ def test_a_restarted_group_gets_the_conditioning_again(comfy, group_model):  # n
     assert all(torch.equal(a, b) for a, b in zip(first, again))
 
 
+def test_the_loaders_lora_reaches_every_model_call(comfy, group_model, tiny, lora_files):  # noqa: F811
+    """The loader's lora_name fuses the LoRA in the ranks before the MODEL's calls (and its text
+    connectors): the same as CheckpointLoaderSimple's MODEL through LoraLoaderModelOnly."""
+    import folder_paths
+
+    import nodes  # ComfyUI's nodes.py
+    from ltx2_mgpu.nodes.loader import LTX2MGPULoader
+
+    folder_paths.add_model_folder_path("loras", str(lora_files["lora"].parent))
+    name, ranks = lora_files["lora"].name, group_model.model.diffusion_model.call.recipe.world_size
+    _, ours_model = LTX2MGPULoader().load(
+        tiny.checkpoint.name, f"cpu:{ranks}", "float32", lora_name=name, lora_strength=0.8
+    )
+    (native_model,) = nodes.LoraLoaderModelOnly().load_lora_model_only(comfy.model, name, 0.8)
+    graph = Graph(sampler="euler")
+    native, ours = run_graph(comfy, native_model, graph), run_graph(comfy, ours_model, graph)
+    found = errors(ours, native)
+    print(f"\n[group MODEL] LoRA 0.8, {ranks} ranks: rel {[f'{r:.2e}' for _, r in found]}")
+    assert all(rel <= RELATIVE_TOLERANCE for _, rel in found), found
+    # The LoRA matters here: without it the result is far off.
+    assert max(rel for _, rel in errors(run_graph(comfy, comfy.model, graph), native)) > 1e-3
+
+
 def test_comfy_lora_loaders_are_refused(comfy, group_model, tiny):  # noqa: F811
     with pytest.raises(ValueError, match="Choose the LoRA in the MGPU Loader"):
         group_model.clone().add_patches({"diffusion_model.x": (torch.zeros(1),)}, 1.0)
