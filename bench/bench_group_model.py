@@ -60,12 +60,11 @@ def group_model_steps(config: dict, shape, dtype, repeats: int, timed: TimedRun,
 
     from ltx2_mgpu.nodes.group_model.call import GroupModelCall
     from ltx2_mgpu.nodes.group_model.model import group_model_from_config
+    from ltx2_mgpu.workers.engine.comfy.random_model import unet_config
     from ltx2_mgpu.workers.rank.ops_comfy_bench import random_job_inputs, time_steps
 
-    # The configuration comfy_load_random_model builds in the rank (ops_comfy_bench.comfy_random_model).
-    model_config = comfy.supported_models.LTXAV(
-        {"image_model": "ltxav", "use_keyframes_abs_pos_embedding": False, **config}
-    )
+    # The configuration comfy_load_random_model builds in the rank (engine/comfy/random_model.py).
+    model_config = comfy.supported_models.LTXAV(unet_config(config))
     recipe = MGPUModel(
         checkpoint="<random 19B shape>", dtype=str(dtype).removeprefix("torch."), devices=devices
     )
