@@ -128,6 +128,13 @@ def interrupt_requested() -> bool:
     return bool(mm is not None and mm.processing_interrupted())
 
 
+def throw_if_interrupted() -> None:
+    """ComfyUI's own check: its interrupt exception once Cancel was pressed (nothing outside ComfyUI)."""
+    mm = sys.modules.get("comfy.model_management")
+    if mm is not None:
+        mm.throw_exception_if_processing_interrupted()
+
+
 def raise_interrupted() -> None:
     """Raise ComfyUI's own interrupt exception (so the UI shows 'interrupted', not an error)."""
     mm = sys.modules.get("comfy.model_management")

@@ -26,14 +26,18 @@ class LTX2MGPULoader:
     DESCRIPTION = (
         "Starts one worker process per GPU (or reuses the running ones) and loads the LTX checkpoint in each "
         "(LTX-2, LTX-2.3). Connect its MGPU_MODEL to the SP Sampler, TDP Upscaler and Distributed VAE Decode. "
-        "The release and weight format it found are shown under the node and on the console."
+        "The release and weight format it found are shown under the node and on the console. Its MODEL goes to "
+        "ComfyUI's own samplers (KSampler, SamplerCustomAdvanced with any guider): every model call then "
+        "runs on the worker group, split over its GPUs."
     )
     CATEGORY = CATEGORY
-    RETURN_TYPES = ("MGPU_MODEL", "STRING")
-    RETURN_NAMES = ("mgpu_model", "model_info")
+    # MODEL is appended last so saved workflows keep their links (tests/test_node_contract.py).
+    RETURN_TYPES = ("MGPU_MODEL", "MODEL", "STRING")
+    RETURN_NAMES = ("mgpu_model", "model", "model_info")
     OUTPUT_TOOLTIPS = (
-        "The loaded model, for the SP Sampler, TDP Upscaler, Text Encode and Distributed VAE nodes.",
-        "What was detected: the LTX release (LTX-2, 2.3, 2.5), the weight format and where the VAEs come from.",
+        "For this pack's nodes (SP Sampler, TDP Upscaler, Distributed VAE).",
+        "For ComfyUI's samplers and guiders: the diffusion model runs in the worker group (LoRAs: lora_name).",
+        "What was detected: the LTX release, the weight format and where the VAEs come from.",
     )
     FUNCTION = "load"
 
@@ -192,7 +196,21 @@ class LTX2MGPULoader:
             if file
         )
         jobs.load(model, node_id=unique_id)
-        return (model, description)
+        return (model, model_output(model), description)
+
+
+def model_output(model: MGPUModel):
+    """ComfyUI's MODEL for `model`, run by the group; None outside ComfyUI or for a file ComfyUI cannot
+    place (the MGPU_MODEL output still serves; the console says why)."""
+    if not comfy.in_comfyui():
+        return None
+    try:
+        from .group_model.model import build_group_model
+
+        return build_group_model(model)
+    except (ValueError, ImportError) as exc:  # ImportError: a ComfyUI without the model side we use
+        console.warning(f"the loader's MODEL output is not available: {exc}")
+        return None
 
 
 def report_family(file_name: str, found: ModelFamily, backend: str, node_id) -> None:

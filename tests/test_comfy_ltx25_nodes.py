@@ -37,13 +37,14 @@ def relative(ours: torch.Tensor, native: torch.Tensor) -> float:
 def load_ours(tiny25, ranks: int, transformer) -> tuple[MGPUModel, str]:
     from ltx2_mgpu.nodes.loader import LTX2MGPULoader
 
-    return LTX2MGPULoader().load(
+    model, _native_model, info = LTX2MGPULoader().load(
         transformer.name,
         f"cpu:{ranks}",
         "float32",
         video_vae_name=tiny25.video_vae.name,
         audio_vae_name=tiny25.audio_vae.name,
     )
+    return model, info
 
 
 @pytest.fixture(scope="module", params=RANKS, ids=lambda n: f"{n}ranks")
@@ -243,7 +244,7 @@ def test_distributed_decode_of_the_conv_decoder_option_is_split_and_native(nativ
     from ltx2_mgpu.nodes.loader import LTX2MGPULoader
     from ltx2_mgpu.nodes.vae_decode import LTX2DistributedVAEDecode
 
-    model, _info = LTX2MGPULoader().load(
+    model, _native_model, _info = LTX2MGPULoader().load(
         tiny25.transformer.name, "cpu:2", "float32",
         video_vae_name=tiny25.conv_video_vae.name, audio_vae_name=tiny25.audio_vae.name,
     )  # fmt: skip

@@ -172,3 +172,35 @@ def test_upscale_a_saved_latent(server):
 
 def test_upscale_a_video_keeps_frames_and_audio(server):
     assert probe(run(server, "ltx2_mgpu_upscale_video")) == (FRAMES, 2 * WIDTH, 2 * HEIGHT, True)
+
+
+def test_native_sampler_on_the_loaders_model(server):
+    """The two-stage twin with stage 1 sampled by ComfyUI's own SamplerCustomAdvanced + CFGGuider on the
+    MGPU Loader's MODEL output (nodes/group_model/): the real executor accepts it as a MODEL and every
+    model call runs in the 2 CPU ranks; stage 2, decode and save are unchanged."""
+    graph = tiny_scale(json.loads((API / "ltx2_mgpu_t2v_two_stage.json").read_text()))
+    sp = graph["11"]["inputs"]
+    graph["101"] = {"class_type": "RandomNoise", "inputs": {"noise_seed": sp["seed"]}}
+    graph["102"] = {
+        "class_type": "CFGGuider",
+        "inputs": {
+            "model": ["1", 1],
+            "positive": sp["positive"],
+            "negative": sp["negative"],
+            "cfg": sp["cfg"],
+        },
+    }
+    graph["103"] = {"class_type": "KSamplerSelect", "inputs": {"sampler_name": sp["sampler_name"]}}
+    graph["11"] = {
+        "class_type": "SamplerCustomAdvanced",
+        "inputs": {
+            "noise": ["101", 0],
+            "guider": ["102", 0],
+            "sampler": ["103", 0],
+            "sigmas": sp["sigmas"],
+            "latent_image": sp["latent"],
+        },
+    }
+    files = saved_files(server.run_prompt(graph, TIMEOUT_S), server.layout.output)
+    assert len(files) == 1
+    assert probe(files[0]) == (FRAMES, 2 * WIDTH, 2 * HEIGHT, True)

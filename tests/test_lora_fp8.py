@@ -244,7 +244,7 @@ def test_stage_1_without_and_stage_2_with_a_lora_share_one_base_load(manager, fi
     """The two-stage workflow through the nodes, twice (two prompts), in reference mode so stage 2
     can be held against ltx-core's own fusing."""
     loader, lora_node, sampler = LTX2MGPULoader(), LTX2MGPULoRA(), LTX2SPSampler()
-    (stage1,) = loader.load(str(files["checkpoint"]), "cpu:2", "float32", mode="reference")
+    stage1 = loader.load(str(files["checkpoint"]), "cpu:2", "float32", mode="reference")[0]
     (stage2,) = lora_node.apply(stage1, str(files["lora"]), 0.8)
     g = torch.Generator().manual_seed(4)
     video = torch.randn(1, 128, 3, 2, 3, generator=g)
@@ -271,14 +271,14 @@ def test_stage_1_without_and_stage_2_with_a_lora_share_one_base_load(manager, fi
     assert [r["fingerprint"] for r in manager.run(stage1, "lora_state", {})] == fingerprints
     assert commands.count("load_model") == 1 and commands.count("set_loras") == 6
     # The loader's own LoRA input gives the same model as MGPU LoRA after it, on the same base.
-    (with_lora,) = loader.load(
+    with_lora = loader.load(
         str(files["checkpoint"]),
         "cpu:2",
         "float32",
         mode="reference",
         lora_name=str(files["lora"]),
         lora_strength=0.8,
-    )
+    )[0]
     assert with_lora == stage2 and commands.count("load_model") == 1 and commands.count("set_loras") == 7
 
     reference = load_in_process(files["checkpoint"], ForwardMode.REFERENCE)

@@ -20,7 +20,7 @@ def test_same_saved_workflow_on_1_2_and_3_workers(manager, tiny, monkeypatch, fa
     stage1, upscaled = {}, {}
     for workers in (1, 2, 3):
         monkeypatch.setenv("LTX2_MGPU_CPU_WORKERS", str(workers))
-        (model,) = NODE_CLASS_MAPPINGS["LTX2MGPULoader"]().load(str(tiny.checkpoint), "all", "float32")
+        model = NODE_CLASS_MAPPINGS["LTX2MGPULoader"]().load(str(tiny.checkpoint), "all", "float32")[0]
         assert model.world_size == workers
         (s1,) = NODE_CLASS_MAPPINGS["LTX2SPSampler"]().sample(
             model, pos, neg, latent, SIGMAS, "euler", 3.0, 3.0, 5

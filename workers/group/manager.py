@@ -103,11 +103,13 @@ class GroupManager:
         on_progress: ProgressFn | None = None,
         should_cancel: Callable[[], bool] | None = None,
         with_loras: bool = True,
+        quiet: bool = False,
     ) -> client.WorkerGroup:
         """A running group with `model` loaded. Starts or restarts the group as needed.
 
         The base (checkpoint, dtype, mode, devices) loads once; `model.loras` are then fused in place
         (`with_loras`), so another LoRA set never reloads the base (workers/engine/ltxcore/lora.py).
+        `quiet`: no console line when the loaded model is reused (every call of native sampling).
         """
         with self._lock:
             t0 = time.monotonic()
@@ -145,7 +147,7 @@ class GroupManager:
                     f"loaded {_describe(base)} into {group.world_size} workers "
                     f"in {console.seconds(time.monotonic() - t_load)}"
                 )
-            else:
+            elif not quiet:
                 console.info(
                     f"reusing {_describe(base)}, already loaded in {group.world_size} workers: no reload "
                     f"({console.seconds(time.monotonic() - t0)})"
@@ -177,6 +179,7 @@ class GroupManager:
         *,
         on_progress: ProgressFn | None = None,
         should_cancel: Callable[[], bool] | None = None,
+        quiet: bool = False,
     ) -> list[dict]:
         """acquire + run one job; a fatal error leaves no group behind (the next call starts one).
 
@@ -186,7 +189,7 @@ class GroupManager:
         op, wire = (request.OP, request.to_wire()) if isinstance(request, Request) else (request, args or {})
         with self._lock:
             model = for_op(model, op)
-            group = self.acquire(model, should_cancel=should_cancel, with_loras=uses_loras(op))
+            group = self.acquire(model, should_cancel=should_cancel, with_loras=uses_loras(op), quiet=quiet)
             try:
                 return group.run(op, wire, on_progress=on_progress, should_cancel=should_cancel)
             except WorkerGroupError as exc:

@@ -20,15 +20,9 @@ BACKENDS = (BACKEND_COMFY, BACKEND_LTXCORE)
 ENV_BACKEND = "LTX2_MGPU_BACKEND"
 # Commands the comfy backend serves; the others run on ltx-core until they are ported (issue 17).
 COMFY_OPS = (
-    "sample",
-    "encode_text",
-    "encode_gemma4",
-    "set_loras",
-    "lora_state",
-    "tdp_upscale",
-    "vae_decode",
-    "vae_encode",
-)
+    "sample", "encode_text", "encode_gemma4", "set_loras", "lora_state", "tdp_upscale", "vae_decode", "vae_encode",
+    "comfy_model_call", "comfy_text_embeds",  # native sampling with the MGPU Loader's MODEL
+)  # fmt: skip
 
 
 @dataclass(frozen=True)

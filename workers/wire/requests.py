@@ -636,11 +636,49 @@ class ComfyBenchStep(Request):
             raise ValueError(f"repeats {self.repeats} must be at least 1")
 
 
+# ----- native sampling on the group (the MGPU Loader's MODEL; NOTE [model call] in model_call.py) -----
+@dataclass(frozen=True)
+class ComfyModelCall(Request):
+    """One diffusion-model call of ComfyUI's sampler in the UI process: `streams` the latent streams as
+    LTXAVModel.forward receives them, `call` its other arguments in model_call's wire form, `token` and
+    `drop` the conditioning cache on the ranks; rank 0 writes each output stream into `out` (float32,
+    the streams' shapes). Comfy backend only."""
+
+    OP: ClassVar[str] = "comfy_model_call"
+    USES_LORAS: ClassVar[bool] = True
+    token: str
+    streams: list[torch.Tensor]
+    call: dict[str, Any]
+    out: list[Output]
+    drop: tuple[int, ...] = ()
+
+    def check(self) -> None:
+        if not self.streams or len(self.streams) != len(self.out):
+            raise ValueError(f"{len(self.streams)} latent streams but {len(self.out)} output slots")
+        for i, (stream, slot) in enumerate(zip(self.streams, self.out)):
+            _check_output(slot, tuple(stream.shape), f"stream {i}")
+
+
+@dataclass(frozen=True)
+class ComfyTextEmbeds(Request):
+    """The text connectors (LTXAVModel.preprocess_text_embeds) on the ranks' model for `context`
+    [B, T, W]; rank 0 replies the embeddings inline. Comfy backend only."""
+
+    OP: ClassVar[str] = "comfy_text_embeds"
+    USES_LORAS: ClassVar[bool] = True
+    context: torch.Tensor
+    unprocessed: bool = False
+
+    def check(self) -> None:
+        if self.context.dim() != 3:
+            raise ValueError(f"conditioning {list(self.context.shape)} must be [batch, tokens, width]")
+
+
 REQUESTS: dict[str, type[Request]] = {
     cls.OP: cls
     for cls in (LoadModel, UnloadModel, SetCompiled, SetLoras, LoraState, Sample, Forward, TdpUpscale,
                 VaeDecode, VaeEncode, EncodeText, LoadRandomModel, BenchForward, ComfyLoadRandomModel,
-                ComfyBenchStep)
+                ComfyBenchStep, ComfyModelCall, ComfyTextEmbeds)
 }  # fmt: skip
 
 

@@ -1,0 +1,159 @@
+"""The UI side of one diffusion-model call on the worker group (NOTE [model call] in
+workers/wire/model_call.py): what the group MODEL's weightless diffusion model does when ComfyUI's
+sampler calls it.
+
+Per call: the latent streams travel in shared memory and come back in output slots; tensors
+under 64 KiB ride in the message; larger conditioning (the context, per-token timesteps, guide
+latents) is sent once and then named by id while an equal tensor comes again (compared on the UI
+device, where a 60 MB context compares in well under a millisecond on a GPU). Never imports ComfyUI
+at module level: comfy.model_management is looked up per call, so the pack imports without it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import secrets
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from ...workers.group.client import output_slot
+from ...workers.group.manager import MGPUModel, get_manager
+from ...workers.wire import model_call as wire
+from ...workers.wire import shm
+from ...workers.wire.errors import JobInputError
+from ...workers.wire.requests import ComfyModelCall, ComfyTextEmbeds, Request
+from .. import comfy
+
+# Runs one request on the group -> the ranks' replies. Default: the manager's group for the
+# recipe (started and loaded as needed, LoRAs synced); the bench passes its own group's run.
+RunFn = Callable[[Request], list[dict]]
+# Conditioning tensors the ranks keep per MODEL, most recently used first out last. A CFG step needs
+# the batched context and masks (2-4 entries); STG / modality passes add a cond-only batch.
+CACHE_ENTRIES = 8
+
+
+@dataclass
+class _Cached:
+    id: int
+    value: torch.Tensor  # a private copy on the UI device: ComfyUI may reuse the original's memory
+
+
+class GroupModelCall:
+    """Runs the diffusion-model calls of one MGPU recipe on the group; one per MODEL (its clones share it).
+
+    Blocking, on the thread ComfyUI samples on; one call at a time (the group runs one job at a time).
+    """
+
+    def __init__(self, recipe: MGPUModel, run: RunFn | None = None) -> None:
+        self.recipe = recipe
+        self._run_job = run or (lambda request: get_manager().run(recipe, request, quiet=True))
+        self._token = secrets.token_hex(8)  # names this model's cache on the ranks
+        self._ids = itertools.count(1)
+        self._cache: list[_Cached] = []  # least recently used first
+        self._dropped: list[int] = []  # evicted here; the next call tells the ranks
+        self._embeds: list[tuple[torch.Tensor, bool, tuple, torch.Tensor]] = []
+        self.calls = 0  # model calls served (tests and the bench read it)
+        self.last_replies: list[dict] = []  # the ranks' replies to the last model call
+
+    # ----- the diffusion model's forward -------------------------------------------------------
+    def forward(
+        self, x: torch.Tensor | list[torch.Tensor], timestep: Any, context: Any, options: dict, kwargs: dict
+    ) -> torch.Tensor | list[torch.Tensor]:
+        """What LTXAVModel.forward(x, timestep, context=, transformer_options=, **kwargs) returns,
+        computed by the ranks. `x` is one tensor, or the list of streams of an AV latent."""
+        comfy.throw_if_interrupted()  # as native: a cancel between model calls stops the sampler
+        streams = list(x) if isinstance(x, list | tuple) else [x]
+        call = {
+            "timestep": timestep,
+            "context": context,
+            "options": carried_options(options),
+            "kwargs": kwargs,
+        }
+        for attempt in range(2):
+            try:
+                outputs = self._run(streams, call)
+                break
+            except JobInputError as exc:
+                self._forget()
+                if attempt == 0 and str(exc).startswith(wire.CACHE_MISS):
+                    continue  # a restarted group lost the cache: send everything once more
+                raise ValueError(str(exc)) from None
+            except BaseException:
+                self._forget()  # the ranks may hold part of this call's stores
+                raise
+        self.calls += 1
+        out = [o.to(device=s.device) for o, s in zip(outputs, streams)]
+        return out if isinstance(x, list | tuple) else out[0]
+
+    def _run(self, streams: list[torch.Tensor], call: dict) -> list[torch.Tensor]:
+        encoded = wire.encode(call, "the model call", self._tensor)
+        slots = [output_slot(s.shape, torch.float32) for s in streams]
+        drop, self._dropped = self._dropped, []
+        try:
+            request = ComfyModelCall(
+                token=self._token,
+                streams=[s.detach() for s in streams],
+                call=encoded,
+                out=slots,
+                drop=tuple(drop),
+            )
+            self.last_replies = self._run_job(request)
+        finally:  # the group unlinks them after its job; not if the job never started (a failed load)
+            for slot in slots:
+                shm.unlink(slot.spec.name)
+        return [slot.tensor for slot in slots]
+
+    def _tensor(self, value: torch.Tensor, where: str) -> dict:
+        if value.numel() * value.element_size() < wire.INLINE_MAX_BYTES:
+            return wire.inline_tensor(value)
+        for index, entry in enumerate(self._cache):
+            if _same(entry.value, value):
+                self._cache.append(self._cache.pop(index))
+                return {wire.TAG_CACHED: entry.id}
+        entry = _Cached(next(self._ids), value.detach().clone())
+        self._cache.append(entry)
+        if len(self._cache) > CACHE_ENTRIES:
+            self._dropped.append(self._cache.pop(0).id)
+        return {wire.TAG_STORE: entry.id, "value": value.detach()}
+
+    def _forget(self) -> None:
+        """Start a new cache: a new token makes the ranks drop what they kept for the old one."""
+        self._token, self._cache, self._dropped = secrets.token_hex(8), [], []
+
+    # ----- the text embeddings connectors ------------------------------------------------------
+    def text_embeds(self, context: torch.Tensor, unprocessed: bool) -> torch.Tensor:
+        """LTXAVModel.preprocess_text_embeds on the ranks' model (its connectors, with the recipe's
+        LoRAs), once per distinct conditioning tensor; called by ComfyUI's conditioning processing."""
+        key = (bool(unprocessed), self.recipe.loras)
+        for source, flag, loras, out in self._embeds:
+            if (flag, loras) == key and _same(source, context):
+                return out
+        comfy.throw_if_interrupted()
+        replies = self._run_job(ComfyTextEmbeds(context=context.detach(), unprocessed=bool(unprocessed)))
+        out = wire.inline_to_tensor(replies[0]["embeds"]).to(context.device)
+        self._embeds = [*self._embeds[-3:], (context.detach().clone(), *key, out)]
+        return out
+
+
+def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return a.shape == b.shape and a.dtype == b.dtype and a.device == b.device and torch.equal(a, b)
+
+
+# transformer_options entries that ComfyUI's patcher keeps for the UI process: wrappers of the levels
+# above the model call (outer_sample ... apply_model) and patcher callbacks have already run here.
+UI_ONLY_OPTIONS = ("wrappers", "callbacks")
+# The one wrapper level inside the diffusion model: it cannot run here (no weights) nor travel.
+INNER_WRAPPERS = ("diffusion_model",)
+
+
+def carried_options(options: dict) -> dict:
+    """transformer_options as the ranks receive them: everything but UI_ONLY_OPTIONS; a wrapper of the
+    diffusion model itself is refused with its origin (wire.NotCarried), as is any other Python object."""
+    for level in INNER_WRAPPERS:
+        for key, functions in (options.get("wrappers") or {}).get(level, {}).items():
+            for function in functions:
+                raise wire.NotCarried(f"transformer_options['wrappers'][{level!r}][{key!r}]", function)
+    return {k: v for k, v in options.items() if k not in UI_ONLY_OPTIONS}

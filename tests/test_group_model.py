@@ -1,0 +1,233 @@
+"""The MGPU Loader's MODEL under ComfyUI's own sampling nodes (opt-in: COMFYUI_PATH).
+
+The same graph twice, in this process: once on CheckpointLoaderSimple's MODEL (native, one process),
+once on the MGPU Loader's MODEL, whose every diffusion-model call runs in 1 or 2 CPU ranks with
+sequence parallelism (nodes/group_model/model.py). SamplerCustomAdvanced + CFGGuider (cfg > 1: cond and
+uncond share each call), LTXVImgToVideoInplace, one LTXVAddGuide keyframe cropped again by
+LTXVCropGuides, STG, the dual-CFG guider, and KSampler with a scheduler computed from the MODEL. The guiders, the sampler and the conditioning run natively
+in this process; only the reduction order of attention over split tokens and heads differs: at most
+1e-5 of the largest native magnitude per stream, in float32.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pytest
+import torch
+from test_comfyui_native_parity import FPS, FRAMES, HEIGHT, SEED, WIDTH, comfy, errors, streams  # noqa: F401
+
+from conftest import assert_no_leaks, tiny_conditioning
+from ltx2_mgpu.workers.embedded.tiny_model import CAPTION_CHANNELS
+from ltx2_mgpu.workers.group.manager import get_manager
+
+pytestmark = pytest.mark.comfyui
+
+RELATIVE_TOLERANCE = 1e-5
+SIGMAS = "0.909375, 0.725, 0.421875, 0.0"  # three steps: noise, CFG, masks and guides all matter
+RANKS = (1, 2)
+
+
+@dataclass(frozen=True)
+class Graph:
+    guider: str = "cfg"  # "cfg" (CFGGuider) or "dual" (LTXVDualCFGGuider, video 3 / audio 7)
+    sampler: str = "euler_ancestral"
+    inplace_strength: float | None = None  # LTXVImgToVideoInplace on the video latent
+    keyframe: bool = False  # LTXVAddGuide of one image at the last frame, LTXVCropGuides after
+    stg_blocks: str = ""  # LTXVSpatioTemporalGuidance on the MODEL (scale 1)
+    ksampler: bool = False  # KSampler (3 steps of the "simple" scheduler) instead of SamplerCustomAdvanced
+
+
+GRAPHS = {
+    "t2v-cfg3": Graph(),
+    "i2v-inplace-0.8": Graph(inplace_strength=0.8),
+    "keyframe-guide-cropped": Graph(keyframe=True, sampler="euler"),
+    "stg-block1": Graph(stg_blocks="1"),
+    "dual-cfg": Graph(guider="dual", sampler="euler"),
+    "ksampler-simple": Graph(ksampler=True),
+}
+_results: dict[tuple[str, int], list[torch.Tensor]] = {}
+
+
+@pytest.fixture(scope="module", params=RANKS, ids=lambda n: f"{n}ranks")
+def group_model(request, comfy, tiny):  # noqa: F811 (the imported fixture)
+    """The MGPU Loader's outputs on `request.param` CPU ranks, float32."""
+    from ltx2_mgpu.nodes.loader import LTX2MGPULoader
+
+    mgpu, model = LTX2MGPULoader().load(tiny.checkpoint.name, f"cpu:{request.param}", "float32")
+    assert model is not None and mgpu.backend == "comfy"
+    yield model
+    get_manager().unload()
+    assert_no_leaks()
+
+
+def run_graph(comfy, model, graph: Graph) -> list[torch.Tensor]:  # noqa: F811
+    """The graph as a user wires it, on `model`; the LATENT streams it ends with."""
+    lt, cs = comfy.lt, comfy.cs
+    positive = tiny_conditioning(11, CAPTION_CHANNELS, seed=1)
+    negative = tiny_conditioning(6, CAPTION_CHANNELS, seed=2)
+    for cond in (positive, negative):
+        del cond[0][1]["frame_rate"]
+    positive, negative = lt.LTXVConditioning.execute(positive, negative, FPS)[:2]
+    image = torch.rand(1, HEIGHT, WIDTH, 3, generator=torch.Generator().manual_seed(7))
+    with torch.inference_mode():
+        (video,) = lt.EmptyLTXVLatentVideo.execute(WIDTH, HEIGHT, FRAMES, 1)
+        if graph.inplace_strength is not None:
+            (video,) = lt.LTXVImgToVideoInplace.execute(comfy.vae, image, video, graph.inplace_strength)
+        if graph.keyframe:
+            positive, negative, video = lt.LTXVAddGuide.execute(
+                positive, negative, comfy.vae, video, image.flip(1), -1, 1.0
+            )
+        (audio,) = comfy.lt_audio.LTXVEmptyLatentAudio.execute(FRAMES, FPS, 1, comfy.audio_vae)
+        (latent,) = lt.LTXVConcatAVLatent.execute(video, audio)
+    if graph.stg_blocks:
+        (model,) = lt.LTXVSpatioTemporalGuidance.execute(model, 1.0, graph.stg_blocks, 0.0, 1.0)
+    if graph.ksampler:
+        import nodes  # ComfyUI's nodes.py (its root is on sys.path while the fixture runs)
+
+        with torch.inference_mode():
+            (out,) = nodes.KSampler().sample(
+                model, SEED, 3, 3.0, graph.sampler, "simple", positive, negative, latent, denoise=1.0
+            )
+        return streams(out["samples"])
+    if graph.guider == "dual":
+        (guider,) = lt.LTXVDualCFGGuider.execute(model, positive, negative, 3.0, 7.0)
+    else:
+        (guider,) = cs.CFGGuider.execute(model, positive, negative, 3.0)
+    (noise,) = cs.RandomNoise.execute(SEED)
+    (sampler,) = cs.KSamplerSelect.execute(graph.sampler)
+    (sigmas,) = cs.ManualSigmas.execute(SIGMAS)
+    with torch.inference_mode():
+        out = cs.SamplerCustomAdvanced.execute(noise, guider, sampler, sigmas, latent)[0]
+        if graph.keyframe:
+            video, audio = lt.LTXVSeparateAVLatent.execute(out)[:2]
+            _, _, video = lt.LTXVCropGuides.execute(positive, negative, video)
+            assert video["samples"].shape[2] == 3, "the guide frame was not cropped"
+            return [video["samples"].clone(), audio["samples"].clone()]
+    return streams(out["samples"])
+
+
+@pytest.mark.parametrize("name", list(GRAPHS))
+def test_group_model_matches_native_model(comfy, group_model, name):  # noqa: F811
+    graph = GRAPHS[name]
+    t0 = time.perf_counter()
+    native = run_graph(comfy, comfy.model, graph)
+    t1 = time.perf_counter()
+    call = group_model.model.diffusion_model.call
+    calls_before, split_before = call.calls, split_forwards(call)
+    ours = run_graph(comfy, group_model, graph)
+    t2 = time.perf_counter()
+    calls = call.calls - calls_before
+    ranks = call.recipe.world_size
+    found = errors(ours, native)
+    report = " | ".join(f"{s} max|d| {d:.2e} rel {r:.2e}" for s, (d, r) in zip(("video", "audio"), found))
+    print(
+        f"\n[group MODEL] {name} {ranks} ranks, {calls} calls: {report} | native {t1 - t0:.1f} s, ours {t2 - t1:.1f} s"
+    )
+    assert len(found) == 2
+    assert all(rel <= RELATIVE_TOLERANCE for _, rel in found), (name, ranks, found)
+    # Three steps, cond and uncond in one call each (STG adds one cond-only call per step).
+    assert calls == (6 if graph.stg_blocks else 3)
+    # On 2 ranks every call really ran split (the token split of workers/engine/comfy/sequence_parallel.py).
+    assert split_forwards(call) - split_before == (calls if ranks > 1 else 0)
+    _results[(name, ranks)] = ours
+    single = _results.get((name, 1))
+    if ranks > 1 and single is not None:
+        assert all(rel <= RELATIVE_TOLERANCE for _, rel in errors(ours, single)), name
+
+
+def split_forwards(call) -> int:
+    return call.last_replies[0]["split_forwards"] if call.last_replies else 0
+
+
+def foreign_attention_patch(q, k, v, extra_options):  # what another pack's attn1 patch looks like
+    return q, k, v
+
+
+def foreign_diffusion_wrapper(executor, *args, **kwargs):
+    return executor(*args, **kwargs)
+
+
+@pytest.mark.parametrize("kind", ["attn1_patch", "diffusion_model_wrapper"])
+def test_a_foreign_patch_is_refused_with_its_name(comfy, group_model, kind):  # noqa: F811
+    from comfy.patcher_extension import WrappersMP
+
+    patched = group_model.clone()
+    if kind == "attn1_patch":
+        patched.set_model_attn1_patch(foreign_attention_patch)
+        name = "foreign_attention_patch"
+    else:
+        patched.add_wrapper_with_key(WrappersMP.DIFFUSION_MODEL, "other_pack", foreign_diffusion_wrapper)
+        name = "foreign_diffusion_wrapper"
+    with pytest.raises(ValueError, match=rf"test_group_model\.{name}.*cannot run in the worker group"):
+        run_graph(comfy, patched, Graph(sampler="euler"))
+    # The group stays usable: the same MODEL without the patch samples again.
+    assert len(run_graph(comfy, group_model, Graph(sampler="euler"))) == 2
+
+
+def test_cancel_between_model_calls_stops_sampling(comfy, group_model):  # noqa: F811
+    """ComfyUI's interrupt, set during a step, stops the sampler before the next model call goes out."""
+    from comfy import model_management
+
+    call = group_model.model.diffusion_model.call
+    patched = group_model.clone()
+
+    def interrupt_after_this_call(apply_model, args):
+        out = apply_model(args["input"], args["timestep"], **args["c"])
+        model_management.interrupt_current_processing(True)  # what the Cancel button does
+        return out
+
+    patched.set_model_unet_function_wrapper(interrupt_after_this_call)
+    before = call.calls
+    try:
+        with pytest.raises(model_management.InterruptProcessingException):
+            run_graph(comfy, patched, Graph(sampler="euler"))
+    finally:
+        model_management.interrupt_current_processing(False)
+    assert call.calls == before + 1
+    assert len(run_graph(comfy, group_model, Graph(sampler="euler"))) == 2
+
+
+def test_a_restarted_group_gets_the_conditioning_again(comfy, group_model):  # noqa: F811
+    """ "Unload Models" stops the workers; the same MODEL samples again (the ranks lost the cached
+    context: the first call is refused as a cache miss and sent again in full), with the same result."""
+    first = run_graph(comfy, group_model, Graph(sampler="euler"))
+    get_manager().unload("the test unloads")
+    again = run_graph(comfy, group_model, Graph(sampler="euler"))
+    assert all(torch.equal(a, b) for a, b in zip(first, again))
+
+
+def test_the_loaders_lora_reaches_every_model_call(comfy, group_model, tiny, lora_files):  # noqa: F811
+    """The loader's lora_name fuses the LoRA in the ranks before the MODEL's calls (and its text
+    connectors): the same as CheckpointLoaderSimple's MODEL through LoraLoaderModelOnly."""
+    import folder_paths
+
+    import nodes  # ComfyUI's nodes.py
+    from ltx2_mgpu.nodes.loader import LTX2MGPULoader
+
+    folder_paths.add_model_folder_path("loras", str(lora_files["lora"].parent))
+    name, ranks = lora_files["lora"].name, group_model.model.diffusion_model.call.recipe.world_size
+    _, ours_model = LTX2MGPULoader().load(
+        tiny.checkpoint.name, f"cpu:{ranks}", "float32", lora_name=name, lora_strength=0.8
+    )
+    (native_model,) = nodes.LoraLoaderModelOnly().load_lora_model_only(comfy.model, name, 0.8)
+    graph = Graph(sampler="euler")
+    native, ours = run_graph(comfy, native_model, graph), run_graph(comfy, ours_model, graph)
+    found = errors(ours, native)
+    print(f"\n[group MODEL] LoRA 0.8, {ranks} ranks: rel {[f'{r:.2e}' for _, r in found]}")
+    assert all(rel <= RELATIVE_TOLERANCE for _, rel in found), found
+    # The LoRA matters here: without it the result is far off.
+    assert max(rel for _, rel in errors(run_graph(comfy, comfy.model, graph), native)) > 1e-3
+
+
+def test_comfy_lora_loaders_are_refused(comfy, group_model, tiny):  # noqa: F811
+    with pytest.raises(ValueError, match="Choose the LoRA in the MGPU Loader"):
+        group_model.clone().add_patches({"diffusion_model.x": (torch.zeros(1),)}, 1.0)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _stop_group() -> Iterator[None]:
+    yield
+    get_manager().unload()

@@ -1,0 +1,42 @@
+"""The MGPU Loader's MODEL on the tiny LTX-2.3 (opt-in: COMFYUI_PATH): SamplerCustomAdvanced with
+CFGGuider cfg 3 on it, 1 and 2 CPU ranks, against the same graph on CheckpointLoaderSimple's MODEL
+(tests/ltx23_fixtures.py), at most 1e-5 of the largest magnitude per stream in float32. The 2.3 model's
+gated attention, prompt AdaLN and dual text projection run in the ranks as ComfyUI's own code."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from ltx23_fixtures import comfy23  # noqa: F401
+from test_ltx23_nodes import SEED, av_inputs, relative, streams
+
+from conftest import assert_no_leaks
+from ltx2_mgpu.workers.group.manager import get_manager
+
+pytestmark = pytest.mark.comfyui
+
+
+@pytest.mark.parametrize("ranks", [1, 2])
+def test_group_model_matches_native_on_ltx23(comfy23, ranks):  # noqa: F811
+    from ltx2_mgpu.nodes.loader import LTX2MGPULoader
+
+    c = comfy23
+    _, model = LTX2MGPULoader().load(c.files.checkpoint.name, f"cpu:{ranks}", "float32")
+    try:
+        results = []
+        for sampled in (c.model, model):
+            positive, negative, latent, sigmas = av_inputs(c)
+            (guider,) = c.cs.CFGGuider.execute(sampled, positive, negative, 3.0)
+            (noise,) = c.cs.RandomNoise.execute(SEED)
+            (sampler,) = c.cs.KSamplerSelect.execute("euler_ancestral")
+            with torch.inference_mode():
+                out = c.cs.SamplerCustomAdvanced.execute(noise, guider, sampler, sigmas, latent)[0]
+            results.append(streams(out["samples"]))
+        found = [relative(a, b) for a, b in zip(results[1], results[0])]
+        print(f"\n[group MODEL] LTX-2.3 {ranks} ranks: rel {[f'{r:.2e}' for _, r in found]}")
+        assert len(found) == 2 and all(rel <= 1e-5 for _, rel in found), found
+        split = model.model.diffusion_model.call.last_replies[0]["split_forwards"]
+        assert split == (3 if ranks > 1 else 0)  # three CFG calls, each token-split over 2 ranks
+    finally:
+        get_manager().unload()
+    assert_no_leaks()

@@ -1,0 +1,97 @@
+"""The ranks' side of native sampling's model calls (NOTE [model call] in workers/wire/model_call.py):
+ComfyUI's diffusion model of this rank, called with the arguments the UI process's sampler gave its
+weightless stand-in, under sequence parallelism. Import only after bootstrap.import_comfyui.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import comfy.patcher_extension
+import torch
+
+from ...wire import model_call as wire
+from .model import ComfyModel
+from .sequence_parallel import SequenceParallel
+
+# Conditioning caches kept at once (one per UI model token): two MODEL outputs in one graph (stage 1
+# and stage 2) alternate without resending. Each holds at most the UI side's CACHE_ENTRIES tensors
+# (a batched 19B context is 31 MB in bf16).
+CACHES_KEPT = 2
+
+
+class ConditioningCache:
+    """Tensors the UI sent once, on this rank's device, by (token, id). Every rank holds the same."""
+
+    def __init__(self) -> None:
+        self._by_token: dict[str, dict[int, torch.Tensor]] = {}
+
+    def for_token(self, token: str, drop: list[int]) -> dict[int, torch.Tensor]:
+        cache = self._by_token.pop(token, None)
+        if cache is None:
+            cache = {}
+            while len(self._by_token) >= CACHES_KEPT:
+                self._by_token.pop(next(iter(self._by_token)))
+        self._by_token[token] = cache  # most recently used last
+        for key in drop:
+            cache.pop(int(key), None)
+        return cache
+
+
+def decode_call(call: Any, cache: dict[int, torch.Tensor], device: torch.device) -> Any:
+    """The wire form back into ComfyUI's values on `device`; stores new tensors in `cache`.
+    ValueError starting with wire.CACHE_MISS for an id this rank does not hold."""
+
+    def tensor(value: dict) -> torch.Tensor:
+        if wire.TAG_INLINE in value:
+            return wire.inline_to_tensor(value).to(device)
+        if wire.TAG_STORE in value:
+            stored = value["value"].to(device=device, copy=True)  # not the segment: it is unlinked
+            cache[int(value[wire.TAG_STORE])] = stored
+            return stored
+        found = cache.get(int(value[wire.TAG_CACHED]))
+        if found is None:
+            raise ValueError(f"{wire.CACHE_MISS} conditioning {value[wire.TAG_CACHED]} is not held here")
+        return found
+
+    return wire.decode(call, tensor)
+
+
+class ModelCallServer:
+    """One rank's SP-patched clone of its ComfyUI model; rebuilt when the model (or its LoRA set) changes.
+
+    `forward` is collective (every rank calls it with the same arguments); it returns the full output
+    streams, identical on every rank.
+    """
+
+    def __init__(self, model: ComfyModel, exchange: Any) -> None:
+        self.source = model.patcher
+        self.parallel = SequenceParallel.for_model(exchange, model.diffusion_model)  # ValueError: heads
+        self.patcher = self.parallel.patch(model.patcher)
+
+    def serves(self, model: ComfyModel) -> bool:
+        return self.source is model.patcher
+
+    def forward(self, streams: list[torch.Tensor], call: dict) -> list[torch.Tensor]:
+        # What _calc_cond_batch does with the patcher's own options: merged over the call's.
+        options = comfy.patcher_extension.merge_nested_dicts(
+            call["options"], self.patcher.model_options.get("transformer_options", {}), copy_dict1=False
+        )
+        x = streams if len(streams) > 1 else streams[0]
+        with torch.inference_mode():
+            out = self.patcher.model.diffusion_model(
+                x, call["timestep"], context=call["context"], control=None, transformer_options=options,
+                **call["kwargs"],
+            )  # fmt: skip
+        return [out] if torch.is_tensor(out) else list(out)
+
+
+def text_embeds(
+    model: ComfyModel, context: torch.Tensor, unprocessed: bool, device: torch.device
+) -> torch.Tensor:
+    """LTXAVModel.preprocess_text_embeds on this rank's model (LoRAs applied), as extra_conds calls it."""
+    base = model.patcher.model
+    with torch.inference_mode():
+        return base.diffusion_model.preprocess_text_embeds(
+            context.to(device=device, dtype=base.get_dtype_inference()), unprocessed=unprocessed
+        )

@@ -1,0 +1,73 @@
+"""Commands of native sampling on the group (the MGPU Loader's MODEL; NOTE [model call] in
+workers/wire/model_call.py), served on the comfy backend only: ComfyModelCall (one diffusion-model
+call) and ComfyTextEmbeds (the text connectors), both in workers/wire/requests.py.
+"""
+
+from __future__ import annotations
+
+import time
+
+import torch
+
+from ..wire import model_call as wire
+from ..wire.requests import ComfyModelCall, ComfyTextEmbeds
+from .ops import InputRejected, op
+
+
+def _comfy_model(job):
+    from ..engine.comfy.model import ComfyModel
+
+    model = job.runtime.state.get("model")
+    if not isinstance(model, ComfyModel):
+        raise InputRejected(
+            "the MGPU Loader's MODEL runs on ComfyUI's model stack in the workers, and this group holds the "
+            "model on ltx-core: load it with mode comfyui and compile_blocks / fp8_matmul off"
+        )
+    return model
+
+
+@op(ComfyModelCall)
+def model_call(job, request: ComfyModelCall) -> dict:
+    from ..engine.comfy.model_call import ConditioningCache, ModelCallServer, decode_call
+
+    rt = job.runtime
+    model = _comfy_model(job)
+    # Kept with the model, so a model replaced by load_model / unload_model takes its SP clone along.
+    server = model.extras.get("model_call")
+    if server is None or not server.serves(model):
+        try:
+            server = ModelCallServer(model, model.extras["exchange"])
+        except ValueError as exc:  # more ranks than heads
+            raise InputRejected(str(exc)) from exc
+        model.extras["model_call"] = server
+    caches = rt.state.setdefault("model_call_cache", ConditioningCache())
+    cache = caches.for_token(request.token, list(request.drop))
+    try:
+        call = decode_call(request.call, cache, rt.device)
+    except ValueError as exc:  # alike on every rank: all hold the same cache
+        raise InputRejected(str(exc)) from exc
+    streams = [s.to(rt.device) for s in request.streams]
+    started = time.perf_counter()
+    outputs = server.forward(streams, call)
+    if rt.device.type == "cuda":
+        torch.cuda.synchronize(rt.device)
+    forward_ms = (time.perf_counter() - started) * 1e3
+    slots = request.out
+    if [tuple(o.shape) for o in outputs] != [tuple(s.shape) for s in slots]:
+        raise RuntimeError(
+            f"the model returned streams {[tuple(o.shape) for o in outputs]} for inputs "
+            f"{[tuple(s.shape) for s in slots]}"
+        )
+    if rt.rank == 0:
+        for slot, value in zip(slots, outputs):
+            slot.copy_(value.float())
+    return {"split_forwards": server.parallel.split_forwards, "forward_ms": forward_ms}
+
+
+@op(ComfyTextEmbeds)
+def text_embeds(job, request: ComfyTextEmbeds) -> dict:
+    from ..engine.comfy.model_call import text_embeds as run
+
+    rt = job.runtime
+    out = run(_comfy_model(job), request.context, request.unprocessed, rt.device)
+    return {"embeds": wire.inline_tensor(out)} if rt.rank == 0 else {}
