@@ -73,7 +73,7 @@ def set_loras(group, chain: tuple[tuple[Path, float], ...]) -> dict:
     return reports[0]
 
 
-@pytest.mark.parametrize("workers", [1, 2])
+@pytest.mark.parametrize("workers", [1, 2, 3])
 def test_each_lora_set_is_native_lora_loader_bit_for_bit(make_group, lora_files, native, workers):
     a, b = lora_files["lora"], lora_files["alpha"]  # rank 4; rank 8 with alpha 4
     group = make_group(f"cpu:{workers}")
