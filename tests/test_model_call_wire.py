@@ -5,6 +5,7 @@ the UI side sends, as the real ranks do (workers/engine/comfy/model_call.py)."""
 from __future__ import annotations
 
 import functools
+import gc
 import os
 import uuid
 
@@ -12,6 +13,8 @@ import pytest
 import torch
 
 from ltx2_mgpu.nodes.group_model.call import CACHE_ENTRIES, GroupModelCall, carried_options
+from ltx2_mgpu.workers.group import kept_slots
+from ltx2_mgpu.workers.group.client import _slots_to_wire
 from ltx2_mgpu.workers.group.manager import MGPUModel
 from ltx2_mgpu.workers.wire import model_call as wire
 from ltx2_mgpu.workers.wire import protocol, shm
@@ -90,10 +93,12 @@ class FakeRanks:
         self.calls: list[dict] = []
 
     def __call__(self, request: ComfyModelCall) -> list[dict]:
-        args = request.to_wire()
-        names = [slot.spec.name for slot in args["out"]]
+        # As WorkerGroup.run and a rank see it: tensors shared for the job, slots mapped by name.
+        names: list[str] = []
+        wired = protocol.share_tensors(_slots_to_wire(request.to_wire(), names), names)
         try:
-            self.calls.append(args)
+            self.calls.append(wired)
+            args = protocol.attach_tensors(wired)
             for key in args["drop"]:
                 self.cache.pop(key)
 
@@ -109,7 +114,7 @@ class FakeRanks:
 
             call = wire.decode(args["call"], tensor)
             for slot, x in zip(args["out"], args["streams"]):
-                slot.tensor.copy_(2 * x + call["context"].mean())
+                slot.copy_(2 * x + call["context"].mean())
             return [{"split_forwards": 0, "forward_ms": 0.0}]
         finally:
             for name in names:
@@ -133,6 +138,35 @@ def test_the_context_travels_once_and_a_restarted_group_gets_it_again():
     third = call.forward(x, torch.tensor([0.5, 0.5]), context, {}, {})
     assert [wire.TAG_CACHED in c["call"]["context"] for c in ranks.calls[2:]] == [True, False]
     assert torch.equal(third[0], first[0]) and call.calls == 3
+    assert len(shm.list_segments(os.getpid())) == 4  # the streams in and out, kept for the next call
+    call.release()
+    assert shm.list_segments(os.getpid()) == []
+
+
+def test_stream_segments_are_kept_while_the_shapes_match_and_freed_on_change_and_group_stop():
+    ranks = FakeRanks()
+    call = GroupModelCall(MGPUModel(checkpoint="unused"), run=ranks)
+    x = [torch.randn(2, 128, 3, 2, 3), torch.randn(2, 8, 18, 16)]
+
+    def segments_of(wired: dict) -> list[str]:
+        return [s["__tensor__"] for s in [*wired["streams"], *wired["out"]]]
+
+    first = call.forward(x, torch.tensor([0.9, 0.9]), torch.zeros(2, 4, 32), {}, {})
+    second = call.forward([2 * s for s in x], torch.tensor([0.7, 0.7]), torch.zeros(2, 4, 32), {}, {})
+    kept = segments_of(ranks.calls[0])
+    assert segments_of(ranks.calls[1]) == kept and shm.list_segments(os.getpid()) == sorted(kept)
+    # A CPU sampler's outputs are its own: the next call's results do not overwrite them.
+    assert [torch.equal(f, 2 * s) for f, s in zip(first, x)] == [True, True]
+    assert [torch.equal(o, 4 * s) for o, s in zip(second, x)] == [True, True]
+    call.forward([x[0][:1], x[1][:1]], torch.tensor([0.5]), torch.zeros(1, 4, 32), {}, {})
+    changed = segments_of(ranks.calls[2])
+    assert not set(changed) & set(kept) and shm.list_segments(os.getpid()) == sorted(changed)
+    kept_slots.release_all()  # what a stopping worker group calls
+    assert shm.list_segments(os.getpid()) == []
+    again = call.forward(x, torch.tensor([0.9, 0.9]), torch.zeros(2, 4, 32), {}, {})
+    assert [torch.equal(a, f) for a, f in zip(again, first)] == [True, True]
+    del call
+    gc.collect()  # a collected MODEL leaves nothing behind either
     assert shm.list_segments(os.getpid()) == []
 
 

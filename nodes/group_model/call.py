@@ -2,7 +2,8 @@
 workers/wire/model_call.py): what the group MODEL's weightless diffusion model does when ComfyUI's
 sampler calls it.
 
-Per call: the latent streams travel in shared memory and come back in output slots; tensors
+Per call: the latent streams travel in shared memory kept from call to call while their shapes
+stay (workers/group/kept_slots.py) and come back in output slots kept alike; tensors
 under 64 KiB ride in the message; larger conditioning (the context, per-token timesteps, guide
 latents) is sent once and then named by id while an equal tensor comes again (compared on the UI
 device, where a 60 MB context compares in well under a millisecond on a GPU). Never imports ComfyUI
@@ -19,10 +20,9 @@ from typing import Any
 
 import torch
 
-from ...workers.group.client import output_slot
+from ...workers.group.kept_slots import KeptSlots
 from ...workers.group.manager import MGPUModel, get_manager
 from ...workers.wire import model_call as wire
-from ...workers.wire import shm
 from ...workers.wire.errors import JobInputError
 from ...workers.wire.requests import ComfyModelCall, ComfyTextEmbeds, Request
 from .. import comfy
@@ -57,6 +57,7 @@ class GroupModelCall:
         self._embeds: list[tuple[torch.Tensor, bool, tuple, torch.Tensor]] = []
         self.calls = 0  # model calls served (tests and the bench read it)
         self.last_replies: list[dict] = []  # the ranks' replies to the last model call
+        self._inputs, self._outputs = KeptSlots(), KeptSlots()  # the latent streams, in and out
 
     # ----- the diffusion model's forward -------------------------------------------------------
     def forward(
@@ -85,26 +86,26 @@ class GroupModelCall:
                 self._forget()  # the ranks may hold part of this call's stores
                 raise
         self.calls += 1
-        out = [o.to(device=s.device) for o, s in zip(outputs, streams)]
+        # copy=True: on a CPU sampler `.to` would return the kept segment, which the next call overwrites
+        out = [o.to(device=s.device, copy=True) for o, s in zip(outputs, streams)]
         return out if isinstance(x, list | tuple) else out[0]
 
     def _run(self, streams: list[torch.Tensor], call: dict) -> list[torch.Tensor]:
         encoded = wire.encode(call, "the model call", self._tensor)
-        slots = [output_slot(s.shape, torch.float32) for s in streams]
+        # Kept from call to call while the latent shapes stay (NOTE [kept slots]): no new segments.
+        inputs = self._inputs.get([(s.shape, s.dtype) for s in streams])
+        slots = self._outputs.get([(s.shape, torch.float32) for s in streams])
+        for slot, stream in zip(inputs, streams):
+            slot.tensor.copy_(stream.detach())
         drop, self._dropped = self._dropped, []
-        try:
-            request = ComfyModelCall(
-                token=self._token,
-                streams=[s.detach() for s in streams],
-                call=encoded,
-                out=slots,
-                drop=tuple(drop),
-            )
-            self.last_replies = self._run_job(request)
-        finally:  # the group unlinks them after its job; not if the job never started (a failed load)
-            for slot in slots:
-                shm.unlink(slot.spec.name)
+        request = ComfyModelCall(token=self._token, streams=inputs, call=encoded, out=slots, drop=tuple(drop))
+        self.last_replies = self._run_job(request)
         return [slot.tensor for slot in slots]
+
+    def release(self) -> None:
+        """Unlink the kept stream segments now (tests; otherwise a group stop, exit or collection does)."""
+        self._inputs.release()
+        self._outputs.release()
 
     def _tensor(self, value: torch.Tensor, where: str) -> dict:
         if value.numel() * value.element_size() < wire.INLINE_MAX_BYTES:

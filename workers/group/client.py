@@ -36,7 +36,7 @@ from ..wire.errors import (
     WorkerGroupError,
     WorkerHung,
 )
-from . import console, shutdown
+from . import console, kept_slots, shutdown
 from .failures import exit_text, job_failure, out_of_step
 from .launcher import Placement, worker_command, worker_env
 
@@ -242,6 +242,7 @@ class WorkerGroup:
             shm.unlink(self._control_name)
             self._control_name = None
         self._control = None
+        kept_slots.release_all()  # a stopped group frees what its callers kept for the next job
         if self._workdir is not None:
             shutil.rmtree(self._workdir, ignore_errors=True)
             self._workdir = None
@@ -374,7 +375,8 @@ class WorkerGroup:
 
 def _slots_to_wire(value: Any, names: list[str]) -> Any:
     if isinstance(value, protocol.OutputSlot):
-        names.append(value.spec.name)
+        if not value.kept:
+            names.append(value.spec.name)
         return value.spec.to_wire()
     if isinstance(value, dict):
         return {k: _slots_to_wire(v, names) for k, v in value.items()}

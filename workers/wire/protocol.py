@@ -78,10 +78,14 @@ def share_tensors(value: Any, names: list[str]) -> Any:
 
 @dataclass(frozen=True)
 class OutputSlot:
-    """An output tensor the client allocated before the job: the workers write into it."""
+    """A tensor the client allocated before the job: the workers map it (and write a result into it).
+
+    `kept`: the caller owns the segment beyond the job (reused by its next job, workers/group/
+    kept_slots.py) and unlinks it itself; the job leaves the name in place."""
 
     spec: shm.TensorSpec
     tensor: torch.Tensor
+    kept: bool = False
 
 
 class ControlBlock:

@@ -647,7 +647,7 @@ class ComfyModelCall(Request):
     OP: ClassVar[str] = "comfy_model_call"
     USES_LORAS: ClassVar[bool] = True
     token: str
-    streams: list[torch.Tensor]
+    streams: list[torch.Tensor | OutputSlot]  # a slot: the caller's kept segment (no copy per call)
     call: dict[str, Any]
     out: list[Output]
     drop: tuple[int, ...] = ()
@@ -656,7 +656,7 @@ class ComfyModelCall(Request):
         if not self.streams or len(self.streams) != len(self.out):
             raise ValueError(f"{len(self.streams)} latent streams but {len(self.out)} output slots")
         for i, (stream, slot) in enumerate(zip(self.streams, self.out)):
-            _check_output(slot, tuple(stream.shape), f"stream {i}")
+            _check_output(slot, _shape(stream), f"stream {i}")
 
 
 @dataclass(frozen=True)
