@@ -38,7 +38,9 @@ from ltx2_mgpu.workers.wire.requests import ComfyModelCall, Request
 
 
 class TimedRun:
-    """The group's run, timing every model call: wall here, forward as rank 0 measured it."""
+    """The group's run, timing every model call: wall here (the whole GroupModelCall.forward: encoding,
+    the copies into and out of shared memory and to the UI device, the job), forward as rank 0
+    measured it."""
 
     def __init__(self, group: WorkerGroup) -> None:
         self.group = group
@@ -46,12 +48,25 @@ class TimedRun:
         self.forward_ms: list[float] = []
 
     def __call__(self, request: Request) -> list[dict]:
-        started = time.perf_counter()
         replies = self.group.run(request.OP, request.to_wire())
         if isinstance(request, ComfyModelCall):
-            self.wall_ms.append((time.perf_counter() - started) * 1e3)
             self.forward_ms.append(float(replies[0]["forward_ms"]))
         return replies
+
+    def timing(self, call):
+        """`call` (a GroupModelCall) with its forward timed from entry to the returned outputs."""
+        inner = call.forward
+
+        def forward(*args, **kwargs):
+            started = time.perf_counter()
+            out = inner(*args, **kwargs)
+            if torch.cuda.is_available():
+                torch.cuda.synchronize()  # the outputs' copy to the UI device is part of the call
+            self.wall_ms.append((time.perf_counter() - started) * 1e3)
+            return out
+
+        call.forward = forward
+        return call
 
 
 def group_model_steps(config: dict, shape, dtype, repeats: int, timed: TimedRun, devices) -> dict:
@@ -68,7 +83,7 @@ def group_model_steps(config: dict, shape, dtype, repeats: int, timed: TimedRun,
     recipe = MGPUModel(
         checkpoint="<random 19B shape>", dtype=str(dtype).removeprefix("torch."), devices=devices
     )
-    patcher = group_model_from_config(model_config, GroupModelCall(recipe, run=timed), dtype)
+    patcher = group_model_from_config(model_config, timed.timing(GroupModelCall(recipe, run=timed)), dtype)
     inputs = random_job_inputs(list(shape), AUDIO_FRAMES, config["caption_channels"], 0)
     first = len(timed.wall_ms)
     steps_ms = time_steps(patcher, inputs, repeats, patcher.load_device)
