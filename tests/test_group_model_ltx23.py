@@ -21,7 +21,7 @@ def test_group_model_matches_native_on_ltx23(comfy23, ranks):  # noqa: F811
     from ltx2_mgpu.nodes.loader import LTX2MGPULoader
 
     c = comfy23
-    _, model = LTX2MGPULoader().load(c.files.checkpoint.name, f"cpu:{ranks}", "float32")
+    _, model, _info = LTX2MGPULoader().load(c.files.checkpoint.name, f"cpu:{ranks}", "float32")
     try:
         results = []
         for sampled in (c.model, model):
