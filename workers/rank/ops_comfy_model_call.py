@@ -5,10 +5,12 @@ call) and ComfyTextEmbeds (the text connectors), both in workers/wire/requests.p
 
 from __future__ import annotations
 
+import threading
 import time
 
 import torch
 
+from ..strategies import shm_prefault
 from ..wire import model_call as wire
 from ..wire.requests import ComfyModelCall, ComfyTextEmbeds
 from .ops import InputRejected, op
@@ -47,6 +49,9 @@ def model_call(job, request: ComfyModelCall) -> dict:
     except ValueError as exc:  # alike on every rank: all hold the same cache
         raise InputRejected(str(exc)) from exc
     streams = [s.to(rt.device) for s in request.streams]
+    # NOTE [shm prefault]: this job's fresh mapping of the output slots would fault on every page as
+    # rank 0 writes them; populated on a thread while the forward runs, the write takes none.
+    prefaulting = _prefault_in_background(request.out) if rt.rank == 0 else None
     started = time.perf_counter()
     outputs = server.forward(streams, call)
     if rt.device.type == "cuda":
@@ -58,10 +63,25 @@ def model_call(job, request: ComfyModelCall) -> dict:
             f"the model returned streams {[tuple(o.shape) for o in outputs]} for inputs "
             f"{[tuple(s.shape) for s in slots]}"
         )
+    if prefaulting is not None:
+        prefaulting.join()
     if rt.rank == 0:
         for slot, value in zip(slots, outputs):
             slot.copy_(value.float())
     return {"split_forwards": server.parallel.split_forwards, "forward_ms": forward_ms}
+
+
+def _prefault_in_background(slots: list[torch.Tensor]) -> threading.Thread | None:
+    setting = shm_prefault.prefault_setting()  # LTX2_MGPU_PREFAULT=0 turns it off
+    if setting == "off":
+        return None
+    method = None if setting == "auto" else setting
+    # Nothing else writes the slots during the forward, so any method (even "touch") is safe here.
+    thread = threading.Thread(
+        target=lambda: [shm_prefault.prefault(slot, method=method) for slot in slots], daemon=True
+    )
+    thread.start()
+    return thread
 
 
 @op(ComfyTextEmbeds)
