@@ -10,9 +10,9 @@ from ..workers.group.manager import MGPUModel
 from ..workers.wire.backend import BACKEND_LTXCORE, choose_backend
 from ..workers.wire.checks import DTYPES, ForwardMode
 from ..workers.wire.constants import DEFAULT_MAX_VIDEO_TOKENS
+from ..workers.wire.file_pairing import check_comfy_readable, check_vae_is_not_a_checkpoint
 from ..workers.wire.ltx_files import check_vae_files, read_model_file_info
 from ..workers.wire.model_family import ModelFamily, check_ltxcore_serves, detect_model_family
-from ..workers.wire.model_files import read_safetensors_header
 from . import comfy, jobs
 from .mgpu_lora import NO_LORA, lora_entry, strength_input
 
@@ -149,7 +149,7 @@ class LTX2MGPULoader:
         unique_id=None,
     ):
         path = comfy.full_path(MODEL_FOLDERS, ckpt_name)
-        header = read_safetensors_header(path)  # refuses non-safetensors files before any worker starts
+        header = check_comfy_readable(path)  # refuses files ComfyUI cannot read before any worker starts
         found = detect_model_family(header.shapes, header.dtypes, header.metadata)
         video_vae = (
             "" if video_vae_name == FROM_CHECKPOINT else str(comfy.full_path(("vae",), video_vae_name))
@@ -157,6 +157,8 @@ class LTX2MGPULoader:
         audio_vae = (
             "" if audio_vae_name == FROM_CHECKPOINT else str(comfy.full_path(("vae",), audio_vae_name))
         )
+        for role, vae in (("video", video_vae), ("audio", audio_vae)):
+            check_vae_is_not_a_checkpoint(path, found.family, vae, role)
         check_vae_files(read_model_file_info(path), video_vae, audio_vae)
         placement = parse_devices(gpus)
         # Inside ComfyUI, mode "comfyui" runs ComfyUI's own model stack in the workers; an unusable

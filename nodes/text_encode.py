@@ -12,6 +12,7 @@ from ..workers.text.gemma_lora import text_lora_pairs
 from ..workers.text.text_encoder import open_gemma
 from ..workers.text.text_tokenizer import load_prompt_tokenizer
 from ..workers.wire.backend import BACKEND_COMFY
+from ..workers.wire.file_pairing import check_text_encoder_fits
 from ..workers.wire.ltx_files import is_gemma4_file
 from ..workers.wire.model_files import read_safetensors_header
 from ..workers.wire.requests import TEXT_PLACEMENTS as PLACEMENTS
@@ -197,7 +198,9 @@ class LTX2MGPUTextEncode:
         if placement not in PLACEMENTS:
             raise ValueError(f"placement {placement!r} is not one of {', '.join(PLACEMENTS)}")
         path = resolve_text_encoder(text_encoder)
-        if path.is_file() and is_gemma4_file(path):
+        is_gemma4 = path.is_file() and is_gemma4_file(path)
+        check_text_encoder_fits(path, mgpu_model.checkpoint, is_gemma4)  # before any worker reads it
+        if is_gemma4:
             return (encode_gemma4(mgpu_model, path, text, unique_id),)
         gemma = open_gemma(path)  # the file's own errors first, before a tokenizer is looked for
         loras = text_lora_entry(lora_name, lora_strength, gemma.shapes)

@@ -8,6 +8,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from .file_pairing import check_lora_release
 from .model_files import SafetensorsHeader, read_safetensors_header
 
 # (down, up) suffix pairs ComfyUI's LoRAAdapter reads (comfy/weight_adapter/lora.py), ours first.
@@ -48,8 +49,10 @@ def read_lora(path: Path | str, checkpoint: SafetensorsHeader) -> LoraFile:
     """Read `path`'s header and map its pairs onto `checkpoint`'s weights (no tensor data is read).
 
     Raises ValueError naming the file when it is not safetensors, a pair is incomplete, shapes do not
-    fit the checkpoint's weights (a LoRA for another model), or no key changes anything here.
+    fit the checkpoint's weights (a LoRA for another model), it is for another LTX release, or no key
+    changes anything here.
     """
+    check_lora_release(path, checkpoint)
     lora = read_safetensors_header(path)
     kohya: dict[str, str] | None = None
     targets, used, problems = [], set(), []
