@@ -89,7 +89,7 @@ def run_demo(args: argparse.Namespace) -> int:
     for run in range(1, args.runs + 1):
         print(f"--- run {run} of {args.runs} (devices {devices}) ---")
         with _stage("load", timings):
-            (model,) = loader.load(str(files.checkpoint), devices, dtype)
+            model = loader.load(str(files.checkpoint), devices, dtype)[0]  # (mgpu_model, model, model_info)
         status = max(status, _run_once(model, files, gemma, args, out, timings))
     get_manager().unload()
     return status
