@@ -293,6 +293,7 @@ def test_a_truncated_file_is_refused_with_its_name_before_any_worker_starts(
     """Issue 20 item 4: a checkpoint cut short (an interrupted download) reached the user as
     safetensors' "incomplete metadata, file not fully covered", without the file's name."""
     from ltx2_mgpu.workers.group.manager import GroupManager, MGPUModel
+    from ltx2_mgpu.workers.wire.model_files import describe_checkpoint
 
     data = tiny.checkpoint.read_bytes()
     truncated = tmp_path / "ltx-2-truncated.safetensors"
@@ -302,14 +303,14 @@ def test_a_truncated_file_is_refused_with_its_name_before_any_worker_starts(
         rf"{len(data) // 2:,} .* download the file again"
     )
     with pytest.raises(ValueError, match=expected):
-        checkpoint.describe_checkpoint(truncated)
+        describe_checkpoint(truncated)
     with pytest.raises(ValueError, match=expected):
         checkpoint.load_video_decoder(truncated, "cpu")
     manager = GroupManager()
     with pytest.raises(ValueError, match=expected):
         manager.acquire(MGPUModel.create(truncated, devices="cpu:2", dtype="float32"))
     assert manager.group is None, "refused before any worker started"
-    checkpoint.describe_checkpoint(tiny.checkpoint)  # a complete file passes
+    describe_checkpoint(tiny.checkpoint)  # a complete file passes
 
 
 def test_loader_names_a_missing_tensor(tiny: TinyModelFiles, tmp_path: Path) -> None:
