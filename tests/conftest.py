@@ -39,6 +39,23 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.skip(reason="set COMFYUI_PATH to a ComfyUI checkout to run"))
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _no_comfyui_left_for_the_next_module() -> Iterator[None]:
+    """A module that imports ComfyUI into this process (the loader's MODEL output builds ComfyUI's model
+    class here) must not leave it to the next: our nodes resolve file names through ComfyUI's
+    folder_paths whenever it is imported, as inside ComfyUI, and tests that pass plain paths then fail."""
+    before = set(sys.modules)
+    yield
+    raw = os.environ.get("COMFYUI_PATH", "")
+    if not raw:
+        return
+    from comfyui_harness import _is_under
+
+    root = Path(raw).expanduser().resolve()
+    for name in [n for n in set(sys.modules) - before if _is_under(sys.modules[n], root)]:
+        del sys.modules[name]
+
+
 @pytest.fixture(scope="session")
 def tiny(tmp_path_factory):
     """The embedded tiny LTX-2 (checkpoint + spatial upscaler), made once per test session."""
