@@ -16,7 +16,7 @@ from types import ModuleType
 
 import torch
 
-from .tiny_model import NORM_WEIGHT_STD, _generator, _init_value
+from .tiny_model import NORM_WEIGHT_STD, _generator, _init_value, state_entries
 
 PACK_ROOT = Path(__file__).resolve().parents[2]
 # The keyframe marker is added to the tokens of a guide frame; O(1) like the tokens it marks.
@@ -54,15 +54,10 @@ def random_state(
     """Float32 values for every persistent entry of `module`'s state dict, keyed by file key."""
     state_keys = set(module.state_dict())
     tensors: dict[str, torch.Tensor] = {}
-    for module_name, owner in module.named_modules():
-        entries = [*owner.named_parameters(recurse=False), *owner.named_buffers(recurse=False)]
-        for local_name, value in entries:
-            key = f"{module_name}.{local_name}" if module_name else local_name
-            if key not in state_keys:
-                continue  # non-persistent buffer
-            file_key = to_file_key(key)
-            gen = _generator(seed, file_key)
-            tensors[file_key] = _init_value_25(owner, local_name, tuple(value.shape), gain, gen)
+    for key, owner, local_name, value in state_entries(module):
+        file_key = to_file_key(key)
+        gen = _generator(seed, file_key)
+        tensors[file_key] = _init_value_25(owner, local_name, tuple(value.shape), gain, gen)
     missing = state_keys - {k for k in state_keys if to_file_key(k) in tensors}
     assert not missing, f"no value drawn for {sorted(missing)}"
     return tensors

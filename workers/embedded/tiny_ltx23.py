@@ -47,6 +47,7 @@ from .tiny_model import (
     _generator,
     _init_value,
     _save,
+    state_entries,
     tiny_checkpoint_config,
 )
 
@@ -303,14 +304,9 @@ def draw_state(module: torch.nn.Module, prefix: str, gain: float, seed: int) -> 
     the module's own value; the BWE's STFT and mel bases are computed (the file carries them)."""
     state_keys = set(module.state_dict())
     tensors: dict[str, torch.Tensor] = {}
-    for module_name, owner in module.named_modules():
-        entries = [*owner.named_parameters(recurse=False), *owner.named_buffers(recurse=False)]
-        for local_name, value in entries:
-            key = f"{module_name}.{local_name}" if module_name else local_name
-            if key not in state_keys:
-                continue  # non-persistent buffer
-            file_key = prefix + key
-            tensors[file_key] = _value(owner, local_name, value, gain, _generator(seed, file_key))
+    for key, owner, local_name, value in state_entries(module):
+        file_key = prefix + key
+        tensors[file_key] = _value(owner, local_name, value, gain, _generator(seed, file_key))
     missing = state_keys - {key[len(prefix) :] for key in tensors}
     assert not missing, f"no value drawn for {sorted(missing)}"
     return tensors

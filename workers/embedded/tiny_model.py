@@ -27,7 +27,7 @@ import hashlib
 import json
 import math
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -324,25 +324,34 @@ def _generator(seed: int, file_key: str) -> torch.Generator:
     return torch.Generator().manual_seed(int.from_bytes(digest[:8], "little") & (2**63 - 1))
 
 
+def state_entries(module: torch.nn.Module) -> Iterator[tuple[str, torch.nn.Module, str, torch.Tensor]]:
+    """(state-dict key, owning module, local name, value) of every parameter and persistent buffer: the
+    walk each tiny builder draws its values along (the owner decides the init)."""
+    state_keys = set(module.state_dict())
+    for module_name, owner in module.named_modules():
+        for local_name, value in [
+            *owner.named_parameters(recurse=False),
+            *owner.named_buffers(recurse=False),
+        ]:
+            key = f"{module_name}.{local_name}" if module_name else local_name
+            if key in state_keys:  # a non-persistent buffer is not in the file
+                yield key, owner, local_name, value
+
+
 def _random_tensors(
     module: torch.nn.Module, to_file_key: Callable[[str], str], seed: int
 ) -> dict[str, torch.Tensor]:
     """Float32 values for every entry of `module`'s state dict (module on meta), keyed by file key."""
     state_keys = set(module.state_dict())
     tensors: dict[str, torch.Tensor] = {}
-    for module_name, owner in module.named_modules():
-        entries = [*owner.named_parameters(recurse=False), *owner.named_buffers(recurse=False)]
-        for local_name, value in entries:
-            key = f"{module_name}.{local_name}" if module_name else local_name
-            if key not in state_keys:
-                continue  # non-persistent buffer
-            file_key = to_file_key(key)
-            gain = OUTPUT_GAINS.get(
-                file_key, TRANSFORMER_GAIN if file_key.startswith(_TRANSFORMER_PREFIXES) else CONV_GAIN
-            )
-            tensors[file_key] = _init_value(
-                owner, local_name, tuple(value.shape), gain, _generator(seed, file_key)
-            )
+    for key, owner, local_name, value in state_entries(module):
+        file_key = to_file_key(key)
+        gain = OUTPUT_GAINS.get(
+            file_key, TRANSFORMER_GAIN if file_key.startswith(_TRANSFORMER_PREFIXES) else CONV_GAIN
+        )
+        tensors[file_key] = _init_value(
+            owner, local_name, tuple(value.shape), gain, _generator(seed, file_key)
+        )
     missing = state_keys - {k for k in state_keys if to_file_key(k) in tensors}
     assert not missing, f"no value drawn for {sorted(missing)}"
     return tensors
