@@ -221,6 +221,14 @@ class SetCompiled(Request):
     compile: bool
 
 
+def _lora_pairs(value: Any, refusal: str) -> tuple[tuple[str, float], ...]:
+    """A LoRA list from the wire (lists of [path, strength]) as the request's tuple of pairs."""
+    try:
+        return tuple((str(path), float(strength)) for path, strength in value)
+    except (TypeError, ValueError):
+        raise TypeError(f"{refusal}, got {value!r}") from None
+
+
 @dataclass(frozen=True)
 class SetLoras(Request):
     """Make the fused LoRA set `loras` ((path, strength), ... in order); () restores the base."""
@@ -229,10 +237,7 @@ class SetLoras(Request):
     loras: tuple[tuple[str, float], ...] = ()
 
     def __post_init__(self) -> None:
-        try:
-            loras = tuple((str(path), float(strength)) for path, strength in self.loras)
-        except (TypeError, ValueError):
-            raise TypeError(f"loras must be a list of (path, strength) pairs, got {self.loras!r}") from None
+        loras = _lora_pairs(self.loras, "loras must be a list of (path, strength) pairs")
         object.__setattr__(self, "loras", loras)
 
     def to_wire(self) -> dict[str, Any]:
@@ -519,10 +524,7 @@ class EncodeText(Request):
     text_loras: tuple[tuple[str, float], ...] = ()
 
     def check(self) -> None:
-        try:
-            loras = tuple((str(path), float(strength)) for path, strength in self.text_loras)
-        except (TypeError, ValueError):
-            raise TypeError(f"text_loras must be (path, strength) pairs, got {self.text_loras!r}") from None
+        loras = _lora_pairs(self.text_loras, "text_loras must be (path, strength) pairs")
         object.__setattr__(self, "text_loras", loras)
         if self.placement not in TEXT_PLACEMENTS:
             raise ValueError(f"placement {self.placement!r} is not one of {', '.join(TEXT_PLACEMENTS)}")
