@@ -22,10 +22,10 @@ import json
 import logging
 import os
 import sys
-import time
 from pathlib import Path
 
 import torch
+from bench_report import timed_peak
 
 from ltx2_mgpu.workers.engine.comfy.bootstrap import import_comfyui
 from ltx2_mgpu.workers.wire.comfyui_root import check_comfyui_root
@@ -56,21 +56,6 @@ class _FallbackWatch(logging.Handler):
     def emit(self, record: logging.LogRecord) -> None:
         if "tiled VAE decoding" in record.getMessage():
             self.fell_back = True
-
-
-def _peak(fn, device: torch.device) -> tuple[float, int, object]:
-    """(seconds, peak bytes allocated above the start (0 on the CPU), result) of fn()."""
-    if device.type != "cuda":
-        start = time.perf_counter()
-        result = fn()
-        return time.perf_counter() - start, 0, result
-    torch.cuda.synchronize()
-    torch.cuda.reset_peak_memory_stats()
-    base = torch.cuda.memory_allocated()
-    start = time.perf_counter()
-    result = fn()
-    torch.cuda.synchronize()
-    return time.perf_counter() - start, torch.cuda.max_memory_allocated() - base, result
 
 
 def load_vae(device: torch.device, smoke: bool):
@@ -126,14 +111,14 @@ def bench_size(vae, device, latent_fhw, chunks_mb: list[int], repeats: int) -> d
     try:
         with torch.inference_mode():
             for name, fn in named:  # warm-up (kernels, allocator), and the IMAGEs compared
-                _s, _p, out = _peak(fn, device)
+                _s, _p, out = timed_peak(fn, device)
                 if name == "native":
                     reference = out.reshape(image.shape).clone()
                 else:
                     differences[name] = (out - reference).abs().max().item()
             for repeat in range(repeats):
                 for name, fn in named if repeat % 2 == 0 else named[::-1]:
-                    seconds, peak, _ = _peak(fn, device)
+                    seconds, peak, _ = timed_peak(fn, device)
                     runs[name].append((seconds, peak))
     finally:
         logging.getLogger().removeHandler(watch)

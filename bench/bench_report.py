@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from pathlib import Path
 
 import torch
@@ -22,3 +23,18 @@ def finish(report: dict, out: Path | None, argv: list[str] | None) -> dict:
     if out:
         out.write_text(text + "\n")
     return report
+
+
+def timed_peak(fn, device: torch.device) -> tuple[float, int, object]:
+    """(seconds, CUDA peak bytes allocated above the start (0 on the CPU), result) of fn()."""
+    if device.type != "cuda":
+        start = time.perf_counter()
+        result = fn()
+        return time.perf_counter() - start, 0, result
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    base = torch.cuda.memory_allocated()
+    start = time.perf_counter()
+    result = fn()
+    torch.cuda.synchronize()
+    return time.perf_counter() - start, torch.cuda.max_memory_allocated() - base, result

@@ -17,24 +17,13 @@ with that loader once it lands.
 from __future__ import annotations
 
 import os
-import time
 from pathlib import Path
 
 import torch
+from bench_report import timed_peak
 
 from ltx2_mgpu.workers.engine.comfy.bootstrap import import_comfyui
 from ltx2_mgpu.workers.wire.comfyui_root import check_comfyui_root
-
-
-def _peak(fn) -> tuple[float, int, object]:
-    """(seconds, CUDA peak bytes allocated above the start, result) of fn() on the current GPU."""
-    torch.cuda.synchronize()
-    torch.cuda.reset_peak_memory_stats()
-    base = torch.cuda.memory_allocated()
-    start = time.perf_counter()
-    result = fn()
-    torch.cuda.synchronize()
-    return time.perf_counter() - start, torch.cuda.max_memory_allocated() - base, result
 
 
 def run(checkpoint: Path, latent_fhw: tuple[int, int, int], repeats: int) -> dict:
@@ -66,7 +55,7 @@ def run(checkpoint: Path, latent_fhw: tuple[int, int, int], repeats: int) -> dic
     runs: dict[str, list] = {"native": [], "ours": []}
     with torch.inference_mode():
         for fn in (native, ours):  # warm-up: kernels, allocator
-            _peak(fn)
+            timed_peak(fn, device)
         for repeat in range(repeats):
             order = (
                 (("native", native), ("ours", ours))
@@ -74,7 +63,7 @@ def run(checkpoint: Path, latent_fhw: tuple[int, int, int], repeats: int) -> dic
                 else (("ours", ours), ("native", native))
             )
             for name, fn in order:
-                seconds, peak, _ = _peak(fn)
+                seconds, peak, _ = timed_peak(fn, device)
                 runs[name].append((seconds, peak))
         difference = (native().reshape(ours_image.shape) - ours_image).abs().max().item()
     return {
