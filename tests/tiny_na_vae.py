@@ -1,8 +1,8 @@
 """A tiny LTX-2.5 diffusion video VAE (ComfyUI's CausalDiffusionVAE at small widths) for the tests.
 
-Stand-in until `make-tiny --family 2.5` lands: `make_na_checkpoint` copies the tiny LTX-2 checkpoint
-with its `vae.*` weights replaced by a CausalDiffusionVAE's and the metadata's "vae" section by that
-VAE's config, so ComfyUI's loaders (CheckpointLoaderSimple, and ComfyModel.checkpoint_vae in the ranks)
+Beside `make-tiny --family 2.5` (whose decoder has 3x3x3 kernels, too small to exercise the halos):
+`make_na_checkpoint` copies the tiny LTX-2 checkpoint with its `vae.*` weights replaced by a
+CausalDiffusionVAE's and the metadata's "vae" section by that VAE's config, so ComfyUI's loaders (CheckpointLoaderSimple, and ComfyModel.checkpoint_vae in the ranks)
 detect the diffusion decoder by `decoder.conv_in_x_t.weight` and build it from the file's config.
 
 The decoder keeps the real kernels (7 and 5 in space through stages 1-4, 11 in stage 5) and upsamples,
@@ -21,31 +21,16 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
 
+from ltx2_mgpu.workers.embedded.tiny_ltx25_vae import tiny_video_vae_25_config
+
 LATENT_CHANNELS = 128
 # conv_out scaled so that most decoded values land inside VAE.process_output's clamp to [-1, 1]: the
 # tests then compare real values, not two saturated ones.
 OUTPUT_GAIN = 0.2
+# The class, output type and encoder of make-tiny's LTX-2.5 video VAE; the decoder below is this file's own.
+_MAKE_TINY_VAE = tiny_video_vae_25_config()["vae"]
 TINY_NA_VAE_CONFIG = {
-    "_class_name": "CausalDiffusionVAE",
-    "dims": 3,
-    "model_output_type": "x0",
-    "encoder": {
-        "dims": 3,
-        "in_channels": 3,
-        "out_channels": LATENT_CHANNELS,
-        "blocks": [
-            ["res_x", {"num_layers": 1}],
-            ["compress_space_res", {"multiplier": 2}],
-            ["compress_time_res", {"multiplier": 2}],
-            ["compress_all_res", {"multiplier": 2}],
-            ["compress_all_res", {"multiplier": 1}],
-        ],
-        "patch_size": 4,
-        "latent_log_var": "constant",
-        "norm_layer": "pixel_norm",
-        "base_channels": 8,
-        "spatial_padding_mode": "zeros",
-    },
+    **{key: value for key, value in _MAKE_TINY_VAE.items() if key != "decoder"},
     "decoder": {
         "in_channels": LATENT_CHANNELS,
         "out_channels": 3,
