@@ -392,6 +392,21 @@ def decode_and_save(
     )
 
 
+def empty_av_latent(g: Graph, ckpt_name: str, width: int, height: int, frame_rate: int) -> Node:
+    """The empty 121-frame video + audio latent of the text-to-video graphs (the audio VAE from the checkpoint)."""
+    video = g.add(
+        "EmptyLTXVLatentVideo", {"width": width, "height": height, "length": 121, "batch_size": 1}, (400, 690)
+    )
+    audio_vae = g.add("LTXVAudioVAELoader", {"ckpt_name": ckpt_name}, (0, 920))
+    audio = g.add(
+        "LTXVEmptyLatentAudio",
+        {"frames_number": 121, "frame_rate": frame_rate, "batch_size": 1},
+        (400, 920),
+        audio_vae=(audio_vae, 0),
+    )
+    return g.add("LTXVConcatAVLatent", {}, (800, 690), video_latent=(video, 0), audio_latent=(audio, 0))
+
+
 def text_to_video() -> Graph:
     g = Graph(
         "ltx2_mgpu_t2v_two_stage",
@@ -400,17 +415,7 @@ def text_to_video() -> Graph:
     )
     model = loader(g)
     cond = native_text(g, 24.0)
-    video = g.add(
-        "EmptyLTXVLatentVideo", {"width": 768, "height": 512, "length": 121, "batch_size": 1}, (400, 690)
-    )
-    audio_vae = g.add("LTXVAudioVAELoader", {"ckpt_name": CHECKPOINT}, (0, 920))
-    audio = g.add(
-        "LTXVEmptyLatentAudio",
-        {"frames_number": 121, "frame_rate": 24, "batch_size": 1},
-        (400, 920),
-        audio_vae=(audio_vae, 0),
-    )
-    av = g.add("LTXVConcatAVLatent", {}, (800, 690), video_latent=(video, 0), audio_latent=(audio, 0))
+    av = empty_av_latent(g, CHECKPOINT, 768, 512, 24)
     sigmas = g.add(
         "LTXVScheduler",
         {"steps": 20, "max_shift": 2.05, "base_shift": 0.95, "stretch": True, "terminal": 0.1},
@@ -602,17 +607,7 @@ def text_to_video_23() -> Graph:
     cond = g.add(
         "LTXVConditioning", {"frame_rate": 25.0}, (400, 400), positive=(texts[0], 0), negative=(texts[1], 0)
     )
-    video = g.add(
-        "EmptyLTXVLatentVideo", {"width": 640, "height": 352, "length": 121, "batch_size": 1}, (400, 690)
-    )
-    audio_vae = g.add("LTXVAudioVAELoader", {"ckpt_name": CHECKPOINT_23}, (0, 920))
-    audio = g.add(
-        "LTXVEmptyLatentAudio",
-        {"frames_number": 121, "frame_rate": 25, "batch_size": 1},
-        (400, 920),
-        audio_vae=(audio_vae, 0),
-    )
-    av = g.add("LTXVConcatAVLatent", {}, (800, 690), video_latent=(video, 0), audio_latent=(audio, 0))
+    av = empty_av_latent(g, CHECKPOINT_23, 640, 352, 25)
     stage1_sigmas = g.add("ManualSigmas", {"sigmas": STAGE1_SIGMAS_23}, (800, 870))
     stage1 = g.add(
         "LTX2SPSampler",
