@@ -12,9 +12,6 @@ from safetensors.torch import save_file
 
 from ltx2_mgpu.workers.wire.ltx_files import (
     AUDIO_VAE,
-    LTX2,
-    LTX23,
-    LTX25,
     VIDEO_VAE_CONV,
     VIDEO_VAE_DIFFUSION,
     check_vae_files,
@@ -22,6 +19,7 @@ from ltx2_mgpu.workers.wire.ltx_files import (
     read_model_file_info,
     read_vae_kind,
 )
+from ltx2_mgpu.workers.wire.model_family import LTX2, LTX23, LTX25
 
 P = "model.diffusion_model."
 

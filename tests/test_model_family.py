@@ -54,6 +54,19 @@ def test_ltx23_by_its_config_flags_or_its_keys(tmp_path):
     assert header_of(off).family == LTX2
 
 
+def test_ltx25_without_the_keyframe_embedding_by_its_bias_free_feed_forward_or_config(tmp_path):
+    """Only keyframe-trained LTX-2.5 files carry the keyframe embedding; every 2.5 transformer drops the
+    video feed-forward's bias. Read as 2.3, Gemma 4 (2.5's encoder) would be refused for it."""
+    gated = ltx2_keys() | {f"{P}transformer_blocks.0.attn1.to_gate_logits.weight": torch.zeros(2, 4)}
+    ff = f"{P}transformer_blocks.0.ff.net.0.proj."
+    with_bias = gated | {f"{ff}weight": torch.zeros(4, 4), f"{ff}bias": torch.zeros(4)}
+    no_bias = gated | {f"{ff}weight": torch.zeros(4, 4)}
+    assert header_of(write(tmp_path / "23.safetensors", with_bias)).family == LTX23
+    assert header_of(write(tmp_path / "25.safetensors", no_bias)).family == LTX25
+    by_config = write(tmp_path / "25c.safetensors", gated, {"apply_gated_attention": True, "ff_bias": False})
+    assert header_of(by_config).family == LTX25
+
+
 def test_ltx25_split_transformer_and_unknown_files(tmp_path):
     keys = {k[len(P) :]: v for k, v in ltx2_keys().items() if k.startswith(P)}
     keys["keyframes_abs_pos_embedding"] = torch.zeros(1, 4)

@@ -4,9 +4,8 @@ Pure standard library (the UI side decides before any worker starts; ranks may c
 the header is parsed, plus the few bytes of one `comfy_quant` entry (ComfyUI's per-layer quantization
 record); no tensor is loaded and nothing is unpickled.
 
-Families, by what each release added to the transformer (ComfyUI's own detection uses the same keys,
-comfy/model_detection.py): LTX-2.5 has the keyframe absolute position embedding and a video
-feed-forward without bias; LTX-2.3 gated attention (`attn1.to_gate_logits`); LTX-2 neither.
+The family comes from wire/model_family.py, the rule the loader reports, so the VAE pairing checked
+here never disagrees with what the node shows.
 """
 
 from __future__ import annotations
@@ -17,10 +16,9 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
+from .model_family import LTX25, detect_model_family
+
 DIFFUSION_PREFIX = "model.diffusion_model."
-LTX2, LTX23, LTX25 = "LTX-2", "LTX-2.3", "LTX-2.5"
-# The releases ltx-core 1.0.0 (PyPI) can run; the others run on the comfy backend only.
-LTXCORE_FAMILIES = (LTX2, LTX23)
 # Headers are a few MB at most for the 22B files (about 4,000 tensors); refuse absurd sizes.
 MAX_HEADER_BYTES = 100_000_000
 _DTYPE_NAMES = {
@@ -101,7 +99,9 @@ def read_model_file_info(path: str | Path) -> ModelFileInfo:
             f"{path} holds no LTX audio-video transformer (no audio_adaln_single weights); pick an LTX-2, "
             "LTX-2.3 or LTX-2.5 checkpoint (checkpoints/) or diffusion model (diffusion_models/)"
         )
-    family = _family(keys)
+    shapes = {key: tuple(entry["shape"]) for key, entry in entries.items()}
+    dtypes = {key: entry["dtype"] for key, entry in entries.items()}
+    family = detect_model_family(shapes, dtypes, metadata).family
     return ModelFileInfo(
         path=str(path),
         family=family,
@@ -109,15 +109,6 @@ def read_model_file_info(path: str | Path) -> ModelFileInfo:
         video_vae=any(k.startswith("vae.") for k in entries),
         audio_vae=any(k.startswith("audio_vae.") for k in entries),
     )
-
-
-def _family(keys: dict[str, str]) -> str:
-    ff_weight = "transformer_blocks.0.ff.net.0.proj.weight"
-    if "keyframes_abs_pos_embedding" in keys or (ff_weight in keys and ff_weight[:-6] + "bias" not in keys):
-        return LTX25
-    if "transformer_blocks.0.attn1.to_gate_logits.weight" in keys:
-        return LTX23
-    return LTX2
 
 
 def _weight_format(path: str | Path, entries: dict, metadata: dict, data_start: int) -> str:

@@ -6,7 +6,9 @@ MGPU Loader can report it, and refuse what a backend cannot serve, before any wo
 The family rules follow what ComfyUI's own detection reads (comfy/model_detection.py and
 comfy/ldm/lightricks): an audio+video transformer has `audio_adaln_single`; LTX-2.3 turns on gated
 attention and cross-attention AdaLN (config flags, `to_gate_logits` and `prompt_adaln_single` keys);
-LTX-2.5 adds the keyframe position embedding.
+LTX-2.5 drops the video feed-forward's bias (`ff_bias` false) and may carry the keyframe position
+embedding. wire/ltx_files.py reads the family through this module, so the loader's report and its
+VAE-pairing check agree.
 """
 
 from __future__ import annotations
@@ -50,7 +52,14 @@ def detect_model_family(
     shapes: Mapping[str, tuple[int, ...]], dtypes: Mapping[str, str], metadata: Mapping[str, str]
 ) -> ModelFamily:
     """The family and weight format of a file with these header entries (SafetensorsHeader's fields)."""
-    prefix = next((p for p in _PREFIXES if f"{p}adaln_single.linear.weight" in shapes), None)
+    prefix = next(
+        (
+            p
+            for p in _PREFIXES
+            if f"{p}adaln_single.linear.weight" in shapes or f"{p}audio_adaln_single.linear.weight" in shapes
+        ),
+        None,
+    )
     has_vae = any(key.startswith("vae.") for key in shapes)
     if prefix is None:
         return ModelFamily(UNKNOWN, UNKNOWN, has_vae)
@@ -58,9 +67,12 @@ def detect_model_family(
 
 
 def _family(shapes: Mapping[str, tuple[int, ...]], metadata: Mapping[str, str], prefix: str) -> str:
-    if f"{prefix}keyframes_abs_pos_embedding" in shapes:
-        return LTX25
     transformer = _transformer_config(metadata)
+    # LTX-2.5's video feed-forward has no bias; the keyframe embedding is only in some 2.5 files.
+    ff = f"{prefix}transformer_blocks.0.ff.net.0.proj."
+    no_ff_bias = f"{ff}weight" in shapes and f"{ff}bias" not in shapes
+    if f"{prefix}keyframes_abs_pos_embedding" in shapes or no_ff_bias or transformer.get("ff_bias") is False:
+        return LTX25
     flags = (transformer.get("apply_gated_attention"), transformer.get("cross_attention_adaln"))
     keys = (
         f"{prefix}prompt_adaln_single.linear.weight",
