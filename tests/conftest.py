@@ -44,7 +44,7 @@ def _no_comfyui_left_for_the_next_module() -> Iterator[None]:
     """A module that imports ComfyUI into this process (the loader's MODEL output builds ComfyUI's model
     class here) must not leave it to the next: our nodes resolve file names through ComfyUI's
     folder_paths whenever it is imported, as inside ComfyUI, and tests that pass plain paths then fail."""
-    before = set(sys.modules)
+    before, path_before = set(sys.modules), list(sys.path)
     yield
     raw = os.environ.get("COMFYUI_PATH", "")
     if not raw:
@@ -52,8 +52,32 @@ def _no_comfyui_left_for_the_next_module() -> Iterator[None]:
     from comfyui_harness import _is_under
 
     root = Path(raw).expanduser().resolve()
-    for name in [n for n in set(sys.modules) - before if _is_under(sys.modules[n], root)]:
+    added = set(sys.modules) - before
+    removed = {n for n in added if _is_under(sys.modules[n], root)}
+    # And our modules that hold those at module level (nodes/group_model/model.py imports comfy.*): left
+    # in place, the next module's ComfyUI would mix with this one's classes and settings.
+    while holders := {n for n in added - removed if _holds_any(sys.modules[n], removed)}:
+        removed |= holders
+    for name in removed:
         del sys.modules[name]
+    # The rank bootstrap (import_comfyui, called in-process by benches and make-tiny) puts the root on
+    # sys.path and remembers it imported ComfyUI; with its modules gone, both must go too, or the next
+    # module's imports of comfy.* / folder_paths reach the real ComfyUI behind its stand-ins.
+    sys.path[:] = [p for p in sys.path if p in path_before or not _is_dir_of(p, root)]
+    for name, module in list(sys.modules.items()):
+        if name.endswith(".engine.comfy.bootstrap") and "comfy.model_management" not in sys.modules:
+            module._imported = None
+
+
+def _holds_any(module: types.ModuleType, names: set[str]) -> bool:
+    return any(isinstance(v, types.ModuleType) and v.__name__ in names for v in vars(module).values())
+
+
+def _is_dir_of(entry: str, root: Path) -> bool:
+    try:
+        return Path(entry).resolve() == root
+    except OSError:
+        return False
 
 
 @pytest.fixture(scope="session")
