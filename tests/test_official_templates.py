@@ -1,0 +1,246 @@
+"""ComfyUI's official LTX templates (tests/template_graphs.py) run in a real ComfyUI on the tiny files,
+native and with the MGPU Loader's MODEL swapped in; the two must agree (issue 18, issue 21).
+
+Each template is converted as the frontend would queue it and shrunk to CPU scale through the widgets
+a user sees on the subgraph's face (width/height/duration/fps, prompt enhancer off: it would generate
+up to 2,048 tokens with the random tiny Gemma); everything else is the template's own: guiders,
+samplers, sigmas, both stages, the latent upscaler, the distilled LoRA at 0.5, tiled VAE decode.
+The tiny files sit under the released names. ComfyUI's Gemma loader gets the tiny sizes from a test
+shim (tests/comfyui_test_shims/). Both sides run float32: `--fp32-unet` for CheckpointLoaderSimple's
+MODEL (on CPU ComfyUI would pick bf16 for it), weight_dtype float32 on the MGPU Loader.
+
+Swap: the MGPU Loader (2 CPU ranks) feeds every MODEL input that the checkpoint's MODEL fed. The
+templates put the distilled LoRA on it with LoraLoaderModelOnly, which ComfyUI cannot apply to a model
+whose weights live in the workers: the literal swap is refused with a message naming the loader's
+lora_name, and the parity run takes the LoRA in the loader (lora_name, lora_strength) in that node's place.
+Compared: the saved video (frames, size, fps, audio) and the latents before decode (SaveLatent added to
+both graphs on the last LTXVSeparateAVLatent) within 1e-5 of their largest magnitude.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from comfyui_harness import (
+    ComfyUIServer,
+    ServerError,
+    comfyui_in_process,
+    comfyui_root,
+    make_layout,
+    saved_files,
+)
+from template_graphs import fetch_templates, load_template, nodes_of, set_instance_widget, ui_to_prompt
+
+pytestmark = pytest.mark.comfyui
+
+SHIM_FOLDER = "ltx2_mgpu_TEST_SHIM_tiny_gemma"
+SHIM_SOURCE = Path(__file__).parent / "comfyui_test_shims" / "tiny_gemma_text_encoder.py"
+CHECKPOINT_23 = "ltx-2.3-22b-dev-fp8.safetensors"
+DISTILLED_LORA_23 = "ltx_2.3_22b_distilled_1.1_lora_dynamic_fro09_avg_rank_111_bf16.safetensors"
+RELEASED_23 = {
+    "checkpoints": CHECKPOINT_23,
+    "latent_upscale_models": "ltx-2.3-spatial-upscaler-x2-1.1.safetensors",
+    "text_encoders": "gemma_3_12B_it_fp4_mixed.safetensors",
+    "loras": DISTILLED_LORA_23,
+    "text_loras": "gemma-3-12b-it-abliterated_lora_rank64_bf16.safetensors",
+}
+I2V_IMAGE = "egyptian_queen.png"  # the name the i2v template's LoadImage asks for
+# CPU scale on the subgraph's face: stage 1 samples at half size (64x64, latent 2x2), stage 2 at
+# 128x128; 1 s at 8 fps = 9 frames (2 latent frames).
+FACE = {"width": 128, "height": 128, "duration": 1, "fps": 8, "prompt_enhance": False}
+FRAMES = FACE["duration"] * FACE["fps"] + 1
+TOLERANCE = 1e-5  # of the largest magnitude, float32 (issue 18)
+TIMEOUT_S = 1200
+LOADER_ID = "9000"
+
+
+@dataclass(frozen=True)
+class RunResult:
+    frames: int
+    width: int
+    height: int
+    fps: float
+    has_audio: bool
+    latents: dict  # "video"/"audio" -> tensor before decode
+    wall_s: float
+
+
+@pytest.fixture(scope="module")
+def templates(pytestconfig) -> Path:
+    return fetch_templates(Path(pytestconfig.cache.mkdir("comfyui-workflow-templates")))
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory) -> Iterator[ComfyUIServer]:
+    from ltx23_fixtures import tiny_gemma_sizes
+
+    from ltx2_mgpu.workers.embedded.tiny_gemma import make_tiny_gemma
+    from ltx2_mgpu.workers.embedded.tiny_ltx23 import make_tiny_ltx23, make_tiny_ltx23_loras
+
+    staging = tmp_path_factory.mktemp("released-names")
+    with comfyui_in_process(comfyui_root()):  # make_tiny_ltx23 builds ComfyUI's classes
+        files = make_tiny_ltx23(staging / "tiny")
+    gemma = make_tiny_gemma(staging / "gemma")
+    lora, text_lora = make_tiny_ltx23_loras(files, gemma)
+    sources = {
+        "checkpoints": [(CHECKPOINT_23, files.checkpoint)],
+        "latent_upscale_models": [(RELEASED_23["latent_upscale_models"], files.spatial_upscaler_x2)],
+        "text_encoders": [(RELEASED_23["text_encoders"], gemma)],
+        "loras": [(DISTILLED_LORA_23, lora), (RELEASED_23["text_loras"], text_lora)],
+    }
+    models = {}
+    for folder, pairs in sources.items():
+        models[folder] = []
+        for name, source in pairs:
+            named = staging / name
+            named.symlink_to(Path(source).resolve())
+            models[folder].append(named)
+    layout = make_layout(
+        tmp_path_factory.mktemp("comfyui-base"),
+        models=models,
+        extra_packs={SHIM_FOLDER: SHIM_SOURCE.read_text()},
+    )
+    (layout.custom_nodes / SHIM_FOLDER / "tiny_gemma_sizes.json").write_text(
+        json.dumps(tiny_gemma_sizes(gemma))
+    )
+    _write_image(layout.base / "input" / I2V_IMAGE)
+    with ComfyUIServer(comfyui_root(), layout, extra_args=["--fp32-unet"]) as running:
+        running.object_info = running.get("/object_info")
+        yield running
+
+
+def _write_image(path: Path) -> None:
+    import numpy as np
+    from PIL import Image
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    side = 160
+    gradient = np.linspace(0, 255, side * side * 3).reshape(side, side, 3).astype(np.uint8)
+    Image.fromarray(gradient).save(path)
+
+
+# ----- graphs ------------------------------------------------------------------------------------
+
+
+def tiny_prompt(server: ComfyUIServer, templates: Path, name: str, label: str) -> dict:
+    """The template as the frontend queues it after a user set FACE on the subgraph, with SaveLatent
+    on the latents before decode (video and audio, file names starting with `label`)."""
+    workflow = load_template(templates, name)
+    for widget_label, value in FACE.items():
+        set_instance_widget(workflow, promoted_name(workflow, widget_label), value)
+    prompt = ui_to_prompt(workflow, server.object_info)
+    for node in prompt.values():
+        if node["class_type"] == "SaveVideo":
+            node["inputs"]["filename_prefix"] = f"video/{label}"
+    (decode,) = nodes_of(prompt, "VAEDecodeTiled")
+    separate = prompt[decode]["inputs"]["samples"][0]
+    for slot, kind in ((0, "video"), (1, "audio")):
+        prompt[f"91{slot}"] = {
+            "class_type": "SaveLatent",
+            "inputs": {"samples": [separate, slot], "filename_prefix": f"latents/{label}_{kind}"},
+        }
+    return prompt
+
+
+def promoted_name(workflow: dict, label: str) -> str:
+    """The subgraph input behind the widget the user sees as `label` on the subgraph node."""
+    subgraphs = {sg["id"] for sg in workflow["definitions"]["subgraphs"]}
+    instance = next(n for n in workflow["nodes"] if n["type"] in subgraphs)
+    for ui_input in instance["inputs"]:
+        if ui_input.get("label", ui_input["name"]) == label:
+            return ui_input["name"]
+    raise KeyError(f"no widget labelled {label!r} on the subgraph node")
+
+
+def swap_loader(prompt: dict, *, lora_in_loader: bool) -> dict:
+    """The MGPU Loader's MODEL wherever CheckpointLoaderSimple's MODEL went; with `lora_in_loader`, the
+    distilled LoRA moves from LoraLoaderModelOnly into the loader (that node's consumers take the
+    loader's MODEL). Every other node unchanged."""
+    graph = copy.deepcopy(prompt)
+    (checkpoint,) = nodes_of(graph, "CheckpointLoaderSimple")
+    replaced = [checkpoint]
+    loader_inputs = {
+        "ckpt_name": graph[checkpoint]["inputs"]["ckpt_name"],
+        "gpus": "cpu:2",
+        "weight_dtype": "float32",
+    }
+    if lora_in_loader:
+        (lora,) = nodes_of(graph, "LoraLoaderModelOnly")
+        lora_inputs = graph.pop(lora)["inputs"]
+        assert lora_inputs["model"] == [checkpoint, 0], "the template's LoRA sits on the checkpoint's MODEL"
+        loader_inputs.update(lora_name=lora_inputs["lora_name"], lora_strength=lora_inputs["strength_model"])
+        replaced.append(lora)
+    graph[LOADER_ID] = {"class_type": "LTX2MGPULoader", "inputs": loader_inputs}
+    for node in graph.values():
+        for key, value in node["inputs"].items():
+            if isinstance(value, list) and value in ([r, 0] for r in replaced):
+                node["inputs"][key] = [LOADER_ID, 1]
+    return graph
+
+
+# ----- running and comparing -----------------------------------------------------------------------
+
+
+def run(server: ComfyUIServer, prompt: dict) -> RunResult:
+    import av
+    from safetensors.torch import load_file
+
+    t0 = time.monotonic()
+    entry = server.run_prompt(prompt, TIMEOUT_S)
+    wall_s = time.monotonic() - t0
+    files = saved_files(entry, server.layout.output)
+    (video,) = [f for f in files if f.suffix == ".mp4"]
+    latents = {}
+    for file in files:
+        if file.suffix == ".latent":
+            latents[file.name.split("_")[-3]] = load_file(str(file))["latent_tensor"]
+    with av.open(str(video)) as container:
+        stream = container.streams.video[0]
+        frames = sum(1 for _ in container.decode(video=0))
+        return RunResult(
+            frames, stream.codec_context.width, stream.codec_context.height, float(stream.average_rate),
+            len(container.streams.audio) == 1, latents, wall_s,
+        )  # fmt: skip
+
+
+def relative_error(ours, native) -> float:
+    return float((ours.float() - native.float()).abs().max() / native.float().abs().max())
+
+
+def assert_same_video(native: RunResult, ours: RunResult) -> None:
+    assert (native.frames, native.width, native.height, native.fps, native.has_audio) == (
+        FRAMES, 2 * (FACE["width"] // 2), 2 * (FACE["height"] // 2), float(FACE["fps"]), True,
+    )  # fmt: skip
+    assert (ours.frames, ours.width, ours.height, ours.fps, ours.has_audio) == (
+        native.frames, native.width, native.height, native.fps, native.has_audio,
+    )  # fmt: skip
+    assert set(native.latents) == set(ours.latents) == {"video", "audio"}
+    for kind in ("video", "audio"):
+        assert ours.latents[kind].shape == native.latents[kind].shape, kind
+        error = relative_error(ours.latents[kind], native.latents[kind])
+        print(f"{kind} latent before decode: max|ours-native|/max|native| = {error:.2e}")
+        assert error <= TOLERANCE, f"{kind} latent differs by {error:.2e} of its largest magnitude"
+
+
+@pytest.mark.parametrize("template", ["video_ltx2_3_t2v", "video_ltx2_3_i2v"])
+def test_template_with_the_mgpu_loaders_model_matches_native(server, templates, template):
+    native = run(server, tiny_prompt(server, templates, template, f"{template}_native"))
+    ours = run(
+        server, swap_loader(tiny_prompt(server, templates, template, f"{template}_mgpu"), lora_in_loader=True)
+    )
+    print(f"{template}: native {native.wall_s:.0f} s, MGPU Loader's MODEL (2 CPU ranks) {ours.wall_s:.0f} s")
+    assert_same_video(native, ours)
+
+
+def test_literal_loader_swap_refuses_the_templates_model_lora(server, templates):
+    """Only the loader swapped: LoraLoaderModelOnly cannot patch weights that live in the workers; the
+    prompt fails naming what to use instead (never a silent run without the LoRA)."""
+    prompt = swap_loader(tiny_prompt(server, templates, "video_ltx2_3_t2v", "literal"), lora_in_loader=False)
+    with pytest.raises(ServerError, match=r"Choose the LoRA in the MGPU Loader \(lora_name\)"):
+        server.run_prompt(prompt, TIMEOUT_S)
