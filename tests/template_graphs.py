@@ -328,13 +328,28 @@ def ui_to_prompt(workflow: Mapping[str, Any], object_info: Mapping[str, Any]) ->
     return converter.prompt
 
 
-def set_instance_widget(workflow: dict, name: str, value: Any) -> None:
-    """Set a promoted widget of the (single) top-level subgraph instance, as a user would on its face."""
+def set_face(workflow: dict, label: str, value: Any) -> None:
+    """Set the widget a user sees as `label` (or named so) on the top-level subgraph node, as a user
+    would: typing a value into a connected widget first disconnects it (LTX-2.5's width and height
+    come from a ResolutionSelector)."""
     subgraphs = {sg["id"]: sg for sg in workflow["definitions"]["subgraphs"]}
     instance = next(n for n in workflow["nodes"] if n["type"] in subgraphs)
+    face = {i.get("label", i["name"]): i for i in instance["inputs"]} | {
+        i["name"]: i for i in instance["inputs"]
+    }
+    if label not in face:
+        raise KeyError(f"no widget {label!r} on the subgraph node; it has {sorted(face)}")
+    ui_input = face[label]
+    if ui_input.get("link") is not None:
+        link_id = ui_input["link"]
+        workflow["links"] = [lk for lk in workflow["links"] if lk[0] != link_id]
+        for node in workflow["nodes"]:
+            for output in node.get("outputs", []):
+                if link_id in (output.get("links") or []):
+                    output["links"].remove(link_id)
+        ui_input["link"] = None
+    name = ui_input["name"]
     widget_inputs = [i["name"] for i in subgraphs[instance["type"]]["inputs"] if i["type"] in WIDGET_TYPES]
-    if name not in widget_inputs:
-        raise KeyError(f"{name!r} is not a widget of the subgraph; it has {widget_inputs}")
     instance["widgets_values"][widget_inputs.index(name)] = value
     if "widgets_values_named" in instance:
         instance["widgets_values_named"][name] = value

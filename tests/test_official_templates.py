@@ -7,7 +7,8 @@ up to 2,048 tokens with the random tiny Gemma); everything else is the template'
 samplers, sigmas, both stages, the latent upscaler, the distilled LoRA at 0.5, tiled VAE decode.
 The tiny files sit under the released names. ComfyUI's Gemma loader gets the tiny sizes from a test
 shim (tests/comfyui_test_shims/). Both sides run float32: `--fp32-unet` for CheckpointLoaderSimple's
-MODEL (on CPU ComfyUI would pick bf16 for it), weight_dtype float32 on the MGPU Loader.
+MODEL (on CPU ComfyUI would pick bf16 for it) and `--fp32-text-enc` for the text encoder (fp16
+otherwise), weight_dtype float32 on the MGPU Loader.
 
 Swap: the MGPU Loader (2 CPU ranks) feeds every MODEL input that the checkpoint's MODEL fed. The
 templates put the distilled LoRA on it with LoraLoaderModelOnly, which ComfyUI cannot apply to a model
@@ -35,12 +36,12 @@ from comfyui_harness import (
     make_layout,
     saved_files,
 )
-from template_graphs import fetch_templates, load_template, nodes_of, set_instance_widget, ui_to_prompt
+from template_graphs import fetch_templates, load_template, nodes_of, set_face, ui_to_prompt
 
 pytestmark = pytest.mark.comfyui
 
-SHIM_FOLDER = "ltx2_mgpu_TEST_SHIM_tiny_gemma"
-SHIM_SOURCE = Path(__file__).parent / "comfyui_test_shims" / "tiny_gemma_text_encoder.py"
+SHIM_FOLDER = "ltx2_mgpu_TEST_SHIM"
+SHIM_SOURCE = Path(__file__).parent / "comfyui_test_shims" / "template_test_shim.py"
 CHECKPOINT_23 = "ltx-2.3-22b-dev-fp8.safetensors"
 DISTILLED_LORA_23 = "ltx_2.3_22b_distilled_1.1_lora_dynamic_fro09_avg_rank_111_bf16.safetensors"
 RELEASED_23 = {
@@ -52,10 +53,16 @@ RELEASED_23 = {
 }
 I2V_IMAGE = "egyptian_queen.png"  # the name the i2v template's LoadImage asks for
 # CPU scale on the subgraph's face: stage 1 samples at half size (64x64, latent 2x2), stage 2 at
-# 128x128; 1 s at 8 fps = 9 frames (2 latent frames).
-FACE = {"width": 128, "height": 128, "duration": 1, "fps": 8, "prompt_enhance": False}
-FRAMES = FACE["duration"] * FACE["fps"] + 1
+# 128x128; 1 s at 8 fps = 9 frames (2 latent frames). The face labels are per template (LTX-2.5's t2v
+# says frame_rate where 2.3 says fps): adding a template is an entry in FACES and its files in `server`.
+WIDTH, HEIGHT, FPS, DURATION_S = 128, 128, 8, 1
+FRAMES = DURATION_S * FPS + 1
+FACE_23 = {"width": WIDTH, "height": HEIGHT, "duration": DURATION_S, "fps": FPS, "prompt_enhance": False}
+FACES = {"video_ltx2_3_t2v": FACE_23, "video_ltx2_3_i2v": FACE_23}
 TOLERANCE = 1e-5  # of the largest magnitude, float32 (issue 18)
+# Decoded frames: tests/test_comfy_vae_ltx23.py's bound for our decode against ComfyUI's on the same
+# latent, widened to TOLERANCE because here the latents themselves differ by up to TOLERANCE.
+FRAMES_TOLERANCE = TOLERANCE
 TIMEOUT_S = 1200
 LOADER_ID = "9000"
 
@@ -67,7 +74,7 @@ class RunResult:
     height: int
     fps: float
     has_audio: bool
-    latents: dict  # "video"/"audio" -> tensor before decode
+    latents: dict  # "video"/"audio" -> tensor before decode; "frames" -> decoded IMAGE where saved
     wall_s: float
 
 
@@ -110,7 +117,7 @@ def server(tmp_path_factory) -> Iterator[ComfyUIServer]:
         json.dumps(tiny_gemma_sizes(gemma))
     )
     _write_image(layout.base / "input" / I2V_IMAGE)
-    with ComfyUIServer(comfyui_root(), layout, extra_args=["--fp32-unet"]) as running:
+    with ComfyUIServer(comfyui_root(), layout, extra_args=["--fp32-unet", "--fp32-text-enc"]) as running:
         running.object_info = running.get("/object_info")
         yield running
 
@@ -129,11 +136,11 @@ def _write_image(path: Path) -> None:
 
 
 def tiny_prompt(server: ComfyUIServer, templates: Path, name: str, label: str) -> dict:
-    """The template as the frontend queues it after a user set FACE on the subgraph, with SaveLatent
+    """The template as the frontend queues it after a user set FACES[name] on the subgraph, with SaveLatent
     on the latents before decode (video and audio, file names starting with `label`)."""
     workflow = load_template(templates, name)
-    for widget_label, value in FACE.items():
-        set_instance_widget(workflow, promoted_name(workflow, widget_label), value)
+    for label, value in FACES[name].items():
+        set_face(workflow, label, value)
     prompt = ui_to_prompt(workflow, server.object_info)
     for node in prompt.values():
         if node["class_type"] == "SaveVideo":
@@ -146,16 +153,6 @@ def tiny_prompt(server: ComfyUIServer, templates: Path, name: str, label: str) -
             "inputs": {"samples": [separate, slot], "filename_prefix": f"latents/{label}_{kind}"},
         }
     return prompt
-
-
-def promoted_name(workflow: dict, label: str) -> str:
-    """The subgraph input behind the widget the user sees as `label` on the subgraph node."""
-    subgraphs = {sg["id"] for sg in workflow["definitions"]["subgraphs"]}
-    instance = next(n for n in workflow["nodes"] if n["type"] in subgraphs)
-    for ui_input in instance["inputs"]:
-        if ui_input.get("label", ui_input["name"]) == label:
-            return ui_input["name"]
-    raise KeyError(f"no widget labelled {label!r} on the subgraph node")
 
 
 def swap_loader(prompt: dict, *, lora_in_loader: bool) -> dict:
@@ -184,6 +181,53 @@ def swap_loader(prompt: dict, *, lora_in_loader: bool) -> dict:
     return graph
 
 
+def swap_text_encode(graph: dict) -> dict:
+    """MGPU Text Encode (on the loader's group) for each CLIPTextEncode on the checkpoint's text encoder."""
+    graph = copy.deepcopy(graph)
+    (text_loader,) = nodes_of(graph, "LTXAVTextEncoderLoader")
+    text_encoder = graph[text_loader]["inputs"]["text_encoder"]
+    for node_id in nodes_of(graph, "CLIPTextEncode"):
+        inputs = graph[node_id]["inputs"]
+        assert inputs["clip"] == [text_loader, 0], "the template encodes with the checkpoint's text encoder"
+        graph[node_id] = {
+            "class_type": "LTX2MGPUTextEncode",
+            "inputs": {
+                "mgpu_model": [LOADER_ID, 0], "text_encoder": text_encoder, "text": inputs["text"], "placement": "auto",
+            },
+        }  # fmt: skip
+    return graph
+
+
+def swap_vae_decode(graph: dict) -> dict:
+    """Distributed VAE Decode in its tiled mode, with the template's tile settings, for VAEDecodeTiled."""
+    graph = copy.deepcopy(graph)
+    (decode,) = nodes_of(graph, "VAEDecodeTiled")
+    tiled = dict(graph[decode]["inputs"])
+    # The 2.3 templates overlap chunks by 4 frames; Distributed VAE Decode refuses what is not a whole
+    # latent frame (8). VAEDecodeTiled's arithmetic gives 1 latent frame of overlap for both 4 and 8
+    # (max(1, min(tile_t // 2, overlap // 8))), so 8 here is the template's decode. Reported as a gap.
+    if tiled["temporal_overlap"] < 8:
+        tiled["temporal_overlap"] = 8
+    graph[decode] = {
+        "class_type": "LTX2DistributedVAEDecode",
+        "inputs": {
+            "mgpu_model": [LOADER_ID, 0], "latent": tiled["samples"], "mode": "tiled",
+            **{k: tiled[k] for k in ("tile_size", "overlap", "temporal_size", "temporal_overlap")},
+        },
+    }  # fmt: skip
+    return graph
+
+
+def save_frames(prompt: dict, label: str) -> dict:
+    """The decoded frames saved as float32 too (the test shim's node), from whichever node decodes."""
+    (create,) = nodes_of(prompt, "CreateVideo")
+    prompt["920"] = {
+        "class_type": "TEST_SaveImageTensor",
+        "inputs": {"images": prompt[create]["inputs"]["images"], "filename_prefix": f"tensors/{label}"},
+    }
+    return prompt
+
+
 # ----- running and comparing -----------------------------------------------------------------------
 
 
@@ -200,6 +244,8 @@ def run(server: ComfyUIServer, prompt: dict) -> RunResult:
     for file in files:
         if file.suffix == ".latent":
             latents[file.name.split("_")[-3]] = load_file(str(file))["latent_tensor"]
+        elif file.suffix == ".safetensors":
+            latents["frames"] = load_file(str(file))["image"]
     with av.open(str(video)) as container:
         stream = container.streams.video[0]
         frames = sum(1 for _ in container.decode(video=0))
@@ -215,12 +261,12 @@ def relative_error(ours, native) -> float:
 
 def assert_same_video(native: RunResult, ours: RunResult) -> None:
     assert (native.frames, native.width, native.height, native.fps, native.has_audio) == (
-        FRAMES, 2 * (FACE["width"] // 2), 2 * (FACE["height"] // 2), float(FACE["fps"]), True,
+        FRAMES, WIDTH, HEIGHT, float(FPS), True,
     )  # fmt: skip
     assert (ours.frames, ours.width, ours.height, ours.fps, ours.has_audio) == (
         native.frames, native.width, native.height, native.fps, native.has_audio,
     )  # fmt: skip
-    assert set(native.latents) == set(ours.latents) == {"video", "audio"}
+    assert set(native.latents) == set(ours.latents) >= {"video", "audio"}
     for kind in ("video", "audio"):
         assert ours.latents[kind].shape == native.latents[kind].shape, kind
         error = relative_error(ours.latents[kind], native.latents[kind])
@@ -244,3 +290,34 @@ def test_literal_loader_swap_refuses_the_templates_model_lora(server, templates)
     prompt = swap_loader(tiny_prompt(server, templates, "video_ltx2_3_t2v", "literal"), lora_in_loader=False)
     with pytest.raises(ServerError, match=r"Choose the LoRA in the MGPU Loader \(lora_name\)"):
         server.run_prompt(prompt, TIMEOUT_S)
+
+
+def test_template_with_distributed_vae_decode_matches_native(server, templates):
+    """The t2v template with Distributed VAE Decode (tiled) as well as the loader's MODEL: same video,
+    latents and decoded frames (float32, the test shim's node) as the native graph."""
+    template = "video_ltx2_3_t2v"
+    native = run(server, save_frames(tiny_prompt(server, templates, template, "vae_native"), "vae_native"))
+    graph = swap_loader(tiny_prompt(server, templates, template, "vae_mgpu"), lora_in_loader=True)
+    ours = run(server, save_frames(swap_vae_decode(graph), "vae_mgpu"))
+    print(f"{template} + Distributed VAE Decode: native {native.wall_s:.0f} s, ours {ours.wall_s:.0f} s")
+    assert_same_video(native, ours)
+    error = relative_error(ours.latents["frames"], native.latents["frames"])
+    print(f"decoded frames: max|ours-native|/max|native| = {error:.2e}")
+    assert ours.latents["frames"].shape == native.latents["frames"].shape
+    assert error <= FRAMES_TOLERANCE, f"decoded frames differ by {error:.2e} of their largest magnitude"
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="measured 2.6e-3 of the largest magnitude on the video latent in this float32 server setup "
+    "(MGPU Text Encode vs LTXAVTextEncoderLoader + CLIPTextEncode); the in-process bf16 comparison "
+    "(test_ltx23_nodes.py) passes: not yet explained",
+)
+def test_template_with_mgpu_text_encode_matches_native(server, templates):
+    """The t2v template with MGPU Text Encode as well as the loader's MODEL: same latents as native."""
+    template = "video_ltx2_3_t2v"
+    native = run(server, tiny_prompt(server, templates, template, "text_native"))
+    graph = swap_loader(tiny_prompt(server, templates, template, "text_mgpu"), lora_in_loader=True)
+    ours = run(server, swap_text_encode(graph))
+    print(f"{template} + MGPU Text Encode: native {native.wall_s:.0f} s, ours {ours.wall_s:.0f} s")
+    assert_same_video(native, ours)

@@ -17,7 +17,7 @@ from template_graphs import (
     fetch_templates,
     load_template,
     nodes_of,
-    set_instance_widget,
+    set_face,
     ui_to_prompt,
 )
 
@@ -73,11 +73,23 @@ def test_ltx23_t2v_flattens_with_the_templates_values(templates, object_info):
 
 def test_face_widgets_reach_the_inner_nodes(templates, object_info):
     workflow = load_template(templates, "video_ltx2_3_t2v")
-    set_instance_widget(workflow, "value_2", 128)  # labelled "width" on the subgraph node
-    set_instance_widget(workflow, "value_5", False)  # "prompt_enhance"
+    set_face(workflow, "width", 128)  # the subgraph input value_2
+    set_face(workflow, "value_5", False)  # labelled prompt_enhance
     prompt = ui_to_prompt(workflow, object_info)
     assert prompt["267:257"]["inputs"]["value"] == 128
     assert prompt["267:330"]["inputs"]["value"] is False
+
+
+def test_typing_into_a_connected_face_widget_disconnects_it(templates, object_info):
+    workflow = load_template(templates, "video_ltx2_5_t2v")
+    set_face(workflow, "width", 128)  # fed by the top-level ResolutionSelector in the template
+    prompt = ui_to_prompt(workflow, object_info)
+    widths = [n["inputs"]["value"] for n in prompt.values() if n["class_type"] == "PrimitiveInt"]
+    assert 128 in widths
+    targets = [
+        v for n in prompt.values() for v in n["inputs"].values() if isinstance(v, list) and v[0] == "409"
+    ]
+    assert targets == [["409", 1]]  # only the height still comes from the ResolutionSelector
 
 
 def test_ltx23_i2v_takes_the_image_from_outside_the_subgraph(templates, object_info):

@@ -1,5 +1,7 @@
 """TEST SHIM, never installed by users: a custom-node module the template tests put into a throwaway
-ComfyUI base directory so that ComfyUI's own text-encoder loaders build the tiny Gemma 3.
+ComfyUI base directory. It makes ComfyUI's own text-encoder loaders build the tiny Gemma 3, and adds
+one test node, TEST_SaveImageTensor, that saves an IMAGE as float32 (PNG or video would round it to
+8 bits, too coarse for the decode tolerance).
 
 ComfyUI sizes Gemma 3 for 12B (comfy/text_encoders/llama.py) whatever the file holds; the tiny Gemma's
 sizes come from tiny_gemma_sizes.json next to this file (written by the test). The same three changes
@@ -14,6 +16,8 @@ from pathlib import Path
 import comfy.clip_model
 import comfy.sd
 import comfy.text_encoders.llama as llama
+import comfy.utils
+import folder_paths
 import torch
 
 SIZES = json.loads((Path(__file__).parent / "tiny_gemma_sizes.json").read_text())
@@ -35,4 +39,28 @@ def _load_clip_at_tiny_sizes(*args, model_options=None, **kwargs):
 comfy.sd.load_clip = _load_clip_at_tiny_sizes
 print("[test shim] ComfyUI's Gemma 3 loaders build the tiny Gemma:", SIZES)
 
-NODE_CLASS_MAPPINGS = {}
+
+class SaveImageTensor:
+    """IMAGE -> output/<prefix>_00001_.safetensors ({"image": float32 [frames, H, W, 3]})."""
+
+    OUTPUT_NODE = True
+    RETURN_TYPES = ()
+    FUNCTION = "save"
+    CATEGORY = "testing"
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {
+            "required": {"images": ("IMAGE",), "filename_prefix": ("STRING", {"default": "tensors/image"})}
+        }
+
+    def save(self, images, filename_prefix):
+        folder, name, counter, subfolder, _ = folder_paths.get_save_image_path(
+            filename_prefix, folder_paths.get_output_directory()
+        )
+        file = f"{name}_{counter:05}_.safetensors"
+        comfy.utils.save_torch_file({"image": images.float().contiguous()}, str(Path(folder) / file))
+        return {"ui": {"tensors": [{"filename": file, "subfolder": subfolder, "type": "output"}]}}
+
+
+NODE_CLASS_MAPPINGS = {"TEST_SaveImageTensor": SaveImageTensor}
