@@ -15,7 +15,11 @@ templates put the distilled LoRA on it with LoraLoaderModelOnly, which ComfyUI c
 whose weights live in the workers: the literal swap is refused with a message naming the loader's
 lora_name, and the parity run takes the LoRA in the loader (lora_name, lora_strength) in that node's place.
 Compared: the saved video (frames, size, fps, audio) and the latents before decode (SaveLatent added to
-both graphs on the last LTXVSeparateAVLatent) within 1e-5 of their largest magnitude.
+both graphs on the last LTXVSeparateAVLatent) within 1e-5 of their largest magnitude. Our heavy nodes
+in the same graph: Distributed VAE Decode (tiled) for VAEDecodeTiled, compared on the float32 frames
+too; MGPU Text Encode for CLIPTextEncode (expected to fail for now, see its marker).
+The server is shared by the module; later prompts reuse ComfyUI's cache for nodes whose inputs did
+not change (text encoding, loaders), so the wall times printed are not like for like.
 """
 
 from __future__ import annotations
@@ -309,9 +313,10 @@ def test_template_with_distributed_vae_decode_matches_native(server, templates):
 
 @pytest.mark.xfail(
     strict=True,
-    reason="measured 2.6e-3 of the largest magnitude on the video latent in this float32 server setup "
-    "(MGPU Text Encode vs LTXAVTextEncoderLoader + CLIPTextEncode); the in-process bf16 comparison "
-    "(test_ltx23_nodes.py) passes: not yet explained",
+    reason="measured 2.6e-3 of the largest magnitude on the video latent here, with float32 Gemma weights "
+    "on both sides (--fp32-text-enc; loader weight_dtype float32) and the same token ids (checked against "
+    "ComfyUI's SentencePiece tokenizer on the template's prompt). The in-process comparisons "
+    "(test_ltx23_nodes.py, test_comfy_text.py) hold Gemma in bf16 only: float32 is not explained yet",
 )
 def test_template_with_mgpu_text_encode_matches_native(server, templates):
     """The t2v template with MGPU Text Encode as well as the loader's MODEL: same latents as native."""

@@ -126,3 +126,13 @@ def test_bypassed_and_muted_nodes(templates, object_info, mode):
         assert [g["model"] for g in guiders] == [["267:236", 0]] * 2
     else:  # muted: nothing comes out of it
         assert all("model" not in g for g in guiders)
+
+
+def test_an_unreachable_index_fails_with_what_to_do(tmp_path, monkeypatch):
+    monkeypatch.setenv("PIP_NO_INDEX", "1")  # as if the package index could not be reached
+    monkeypatch.delenv("PIP_FIND_LINKS", raising=False)
+    with pytest.raises(
+        RuntimeError, match=r"could not download comfyui-workflow-templates-json==0\.1\.123.*reachable"
+    ):
+        fetch_templates(tmp_path)
+    assert not list(tmp_path.rglob("*.json"))
