@@ -122,8 +122,12 @@ def server(tmp_path_factory) -> Iterator[ComfyUIServer]:
     )
     _write_image(layout.base / "input" / I2V_IMAGE)
     with ComfyUIServer(comfyui_root(), layout, extra_args=["--fp32-unet", "--fp32-text-enc"]) as running:
-        running.object_info = running.get("/object_info")
         yield running
+
+
+@pytest.fixture(scope="module")
+def object_info(server) -> dict:
+    return server.get("/object_info")
 
 
 def _write_image(path: Path) -> None:
@@ -139,13 +143,13 @@ def _write_image(path: Path) -> None:
 # ----- graphs ------------------------------------------------------------------------------------
 
 
-def tiny_prompt(server: ComfyUIServer, templates: Path, name: str, label: str) -> dict:
+def tiny_prompt(object_info: dict, templates: Path, name: str, label: str) -> dict:
     """The template as the frontend queues it after a user set FACES[name] on the subgraph, with SaveLatent
     on the latents before decode (video and audio, file names starting with `label`)."""
     workflow = load_template(templates, name)
     for label, value in FACES[name].items():
         set_face(workflow, label, value)
-    prompt = ui_to_prompt(workflow, server.object_info)
+    prompt = ui_to_prompt(workflow, object_info)
     for node in prompt.values():
         if node["class_type"] == "SaveVideo":
             node["inputs"]["filename_prefix"] = f"video/{label}"
@@ -279,29 +283,34 @@ def assert_same_video(native: RunResult, ours: RunResult) -> None:
 
 
 @pytest.mark.parametrize("template", ["video_ltx2_3_t2v", "video_ltx2_3_i2v"])
-def test_template_with_the_mgpu_loaders_model_matches_native(server, templates, template):
-    native = run(server, tiny_prompt(server, templates, template, f"{template}_native"))
+def test_template_with_the_mgpu_loaders_model_matches_native(server, object_info, templates, template):
+    native = run(server, tiny_prompt(object_info, templates, template, f"{template}_native"))
     ours = run(
-        server, swap_loader(tiny_prompt(server, templates, template, f"{template}_mgpu"), lora_in_loader=True)
+        server,
+        swap_loader(tiny_prompt(object_info, templates, template, f"{template}_mgpu"), lora_in_loader=True),
     )
     print(f"{template}: native {native.wall_s:.0f} s, MGPU Loader's MODEL (2 CPU ranks) {ours.wall_s:.0f} s")
     assert_same_video(native, ours)
 
 
-def test_literal_loader_swap_refuses_the_templates_model_lora(server, templates):
+def test_literal_loader_swap_refuses_the_templates_model_lora(server, object_info, templates):
     """Only the loader swapped: LoraLoaderModelOnly cannot patch weights that live in the workers; the
     prompt fails naming what to use instead (never a silent run without the LoRA)."""
-    prompt = swap_loader(tiny_prompt(server, templates, "video_ltx2_3_t2v", "literal"), lora_in_loader=False)
+    prompt = swap_loader(
+        tiny_prompt(object_info, templates, "video_ltx2_3_t2v", "literal"), lora_in_loader=False
+    )
     with pytest.raises(ServerError, match=r"Choose the LoRA in the MGPU Loader \(lora_name\)"):
         server.run_prompt(prompt, TIMEOUT_S)
 
 
-def test_template_with_distributed_vae_decode_matches_native(server, templates):
+def test_template_with_distributed_vae_decode_matches_native(server, object_info, templates):
     """The t2v template with Distributed VAE Decode (tiled) as well as the loader's MODEL: same video,
     latents and decoded frames (float32, the test shim's node) as the native graph."""
     template = "video_ltx2_3_t2v"
-    native = run(server, save_frames(tiny_prompt(server, templates, template, "vae_native"), "vae_native"))
-    graph = swap_loader(tiny_prompt(server, templates, template, "vae_mgpu"), lora_in_loader=True)
+    native = run(
+        server, save_frames(tiny_prompt(object_info, templates, template, "vae_native"), "vae_native")
+    )
+    graph = swap_loader(tiny_prompt(object_info, templates, template, "vae_mgpu"), lora_in_loader=True)
     ours = run(server, save_frames(swap_vae_decode(graph), "vae_mgpu"))
     print(f"{template} + Distributed VAE Decode: native {native.wall_s:.0f} s, ours {ours.wall_s:.0f} s")
     assert_same_video(native, ours)
@@ -318,11 +327,11 @@ def test_template_with_distributed_vae_decode_matches_native(server, templates):
     "CONDITIONING differs by 6.4e-2 (same files and prompt, 2 CPU ranks), while both in bf16 give 0 "
     "(test_ltx23_nodes.py compares bf16 only). Token ids equal (checked on the template's prompt)",
 )
-def test_template_with_mgpu_text_encode_matches_native(server, templates):
+def test_template_with_mgpu_text_encode_matches_native(server, object_info, templates):
     """The t2v template with MGPU Text Encode as well as the loader's MODEL: same latents as native."""
     template = "video_ltx2_3_t2v"
-    native = run(server, tiny_prompt(server, templates, template, "text_native"))
-    graph = swap_loader(tiny_prompt(server, templates, template, "text_mgpu"), lora_in_loader=True)
+    native = run(server, tiny_prompt(object_info, templates, template, "text_native"))
+    graph = swap_loader(tiny_prompt(object_info, templates, template, "text_mgpu"), lora_in_loader=True)
     ours = run(server, swap_text_encode(graph))
     print(f"{template} + MGPU Text Encode: native {native.wall_s:.0f} s, ours {ours.wall_s:.0f} s")
     assert_same_video(native, ours)
