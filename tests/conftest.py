@@ -56,7 +56,8 @@ def _no_comfyui_left_for_the_next_module() -> Iterator[None]:
     removed = {n for n in added if _is_under(sys.modules[n], root)}
     # And our modules that hold those at module level (nodes/group_model/model.py imports comfy.*): left
     # in place, the next module's ComfyUI would mix with this one's classes and settings.
-    while holders := {n for n in added - removed if _holds_any(sys.modules[n], removed)}:
+    # (ComfyUI's own modules are gone from sys.modules by now when comfyui_in_process imported them.)
+    while holders := {n for n in added - removed if _holds_comfyui(sys.modules[n], root, removed)}:
         removed |= holders
     for name in removed:
         del sys.modules[name]
@@ -69,8 +70,27 @@ def _no_comfyui_left_for_the_next_module() -> Iterator[None]:
             module._imported = None
 
 
-def _holds_any(module: types.ModuleType, names: set[str]) -> bool:
-    return any(isinstance(v, types.ModuleType) and v.__name__ in names for v in vars(module).values())
+def _holds_comfyui(module: types.ModuleType, root: Path, removed: set[str]) -> bool:
+    """Whether `module` holds, at module level, a ComfyUI module or a class or function of one (or of a
+    module being removed): ComfyUI's samplers test isinstance against their own classes, and a model
+    built from another import of ComfyUI fails those tests silently (a flow model sampled as eps)."""
+    from comfyui_harness import _is_under
+
+    for value in list(vars(module).values()):
+        if isinstance(value, types.ModuleType):
+            if value.__name__ in removed or _is_under(value, root):
+                return True
+        elif isinstance(value, type | types.FunctionType):
+            owner = getattr(value, "__module__", None)
+            owner = owner if isinstance(owner, str) else ""  # `type` itself has a descriptor there
+            if owner in removed or owner.split(".")[0] in COMFYUI_TOP_LEVEL:
+                return True
+    return False
+
+
+# ComfyUI's top-level modules and packages (under its root, imported by name).
+COMFYUI_TOP_LEVEL = {"comfy", "comfy_extras", "comfy_api", "comfy_execution", "comfy_config", "folder_paths",
+                     "node_helpers", "latent_preview", "nodes", "server", "execution"}  # fmt: skip
 
 
 def _is_dir_of(entry: str, root: Path) -> bool:
