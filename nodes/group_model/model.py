@@ -15,22 +15,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import comfy.model_detection
 import comfy.model_management as mm
 import comfy.model_patcher
 import torch
 
 from ...workers.group.manager import MGPUModel
 from ...workers.wire.checks import DTYPES
-from ...workers.wire.model_files import read_safetensors_header
 from .call import GroupModelCall
+from .detection import detect_model
 
-# safetensors dtype names -> torch, for the meta tensors ComfyUI's detection looks at.
-_FILE_DTYPES = {
-    "F64": torch.float64, "F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16,
-    "F8_E4M3": torch.float8_e4m3fn, "F8_E5M2": torch.float8_e5m2, "I64": torch.int64, "I32": torch.int32,
-    "I16": torch.int16, "I8": torch.int8, "U8": torch.uint8, "BOOL": torch.bool,
-}  # fmt: skip
 WEIGHTS_LIVE_IN_WORKERS = (
     "the MGPU Loader's MODEL holds no weights in this process: they live in the worker group"
 )
@@ -97,17 +90,9 @@ class GroupModelPatcher(comfy.model_patcher.ModelPatcher):
 
 def build_group_model(recipe: MGPUModel) -> Any:
     """A GroupModelPatcher (ComfyUI's MODEL) for `recipe`'s file, served by its worker group."""
-    path = Path(recipe.checkpoint)
-    header = read_safetensors_header(path)
-    state_dict = {
-        key: torch.empty(shape, dtype=_FILE_DTYPES.get(header.dtypes[key], torch.uint8), device="meta")
-        for key, shape in header.shapes.items()
-    }
-    prefix = comfy.model_detection.unet_prefix_from_state_dict(state_dict)
-    config = comfy.model_detection.model_config_from_unet(state_dict, prefix, metadata=header.metadata)
-    if config is None:
-        raise ValueError(f"ComfyUI does not recognise a diffusion model in {path}")
-    return group_model_from_config(config, GroupModelCall(recipe), DTYPES[recipe.dtype], state_dict, prefix)
+    found = detect_model(Path(recipe.checkpoint))
+    call = GroupModelCall(recipe)
+    return group_model_from_config(found.config, call, DTYPES[recipe.dtype], found.state_dict, found.prefix)
 
 
 def group_model_from_config(
@@ -116,7 +101,10 @@ def group_model_from_config(
     """The GroupModelPatcher of ComfyUI's model config `config` (supported_models.LTXAV, as detected),
     its diffusion-model calls served by `call`."""
     device = mm.get_torch_device()
-    manual_cast = mm.unet_manual_cast(dtype, device, config.supported_inference_dtypes)
+    # As ComfyUI's loaders choose it: a quantized file's layers compute in the dtype ComfyUI picks for
+    # the device, whatever the weights are stored in (comfy.sd.load_diffusion_model_state_dict).
+    cast_from = None if config.quant_config is not None else dtype
+    manual_cast = mm.unet_manual_cast(cast_from, device, config.supported_inference_dtypes)
     config.set_inference_dtype(dtype, manual_cast, device=device)
     # Built on the meta device as ComfyUI builds it (no memory, no weights read), then the transformer
     # is replaced by the group's stand-in: only its weightless parts are kept.

@@ -1,0 +1,161 @@
+"""The MGPU Loader's MODEL on the tiny LTX-2.5 split files (opt-in: COMFYUI_PATH).
+
+The loader takes the diffusion_models transformer file (with its video and audio VAE files) as the
+video_ltx2_5_t2v template's UNETLoader does; its MODEL goes through SamplerCustomAdvanced with
+LTXVDualCFGGuider (the template's guider) and CFGGuider, against the same graph on UNETLoader's MODEL
+of the same file in this process: at most 1e-5 of the largest native magnitude per stream, float32,
+1 and 2 CPU ranks. ComfyUI's detection of the file (no checkpoint prefix; its metadata) gives the
+loader's MODEL the model config UNETLoader's has.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+import torch
+from test_comfy_ltx25_nodes import CFG_AUDIO, CFG_VIDEO, RELATIVE_TOLERANCE, inputs, relative
+from test_group_model import split_forwards
+from test_tiny_ltx25 import SEED, native25  # noqa: F401
+
+from conftest import assert_no_leaks
+from ltx2_mgpu.workers.group.manager import get_manager
+
+pytestmark = pytest.mark.comfyui
+
+RANKS = (1, 2)
+GUIDERS = ("dual", "cfg")
+PREFIX = "model.diffusion_model."
+INT8_TOLERANCE = RELATIVE_TOLERANCE
+
+
+def load_model(tiny25, ranks: int, transformer):
+    """The MGPU Loader's MODEL for `transformer` with the tiny 2.5 VAE files, float32 on CPU ranks."""
+    from ltx2_mgpu.nodes.loader import LTX2MGPULoader
+
+    _mgpu, model, _info = LTX2MGPULoader().load(
+        transformer.name,
+        f"cpu:{ranks}",
+        "float32",
+        video_vae_name=tiny25.video_vae.name,
+        audio_vae_name=tiny25.audio_vae.name,
+    )
+    assert model is not None, "the loader gave no MODEL for the LTX-2.5 transformer"
+    return model
+
+
+@pytest.fixture(scope="module", params=RANKS, ids=lambda n: f"{n}ranks")
+def group_model25(request, native25, tiny25) -> Iterator:  # noqa: F811
+    yield load_model(tiny25, request.param, tiny25.transformer)
+    get_manager().unload()
+    assert_no_leaks()
+
+
+def sample(native25, model, guider: str) -> list[torch.Tensor]:  # noqa: F811
+    """SamplerCustomAdvanced on `model` with the template's dual-CFG guider or CFGGuider, two
+    euler_ancestral steps from the tiny inputs of test_comfy_ltx25_nodes."""
+    cs, lt = native25.cs, native25.lt
+    positive, negative, latent, sigmas = inputs(native25)
+    if guider == "dual":
+        (guiding,) = lt.LTXVDualCFGGuider.execute(model, positive, negative, CFG_VIDEO, CFG_AUDIO)
+    else:
+        (guiding,) = cs.CFGGuider.execute(model, positive, negative, CFG_VIDEO)
+    with torch.inference_mode():
+        out = cs.SamplerCustomAdvanced.execute(
+            cs.RandomNoise.execute(SEED)[0],
+            guiding,
+            cs.KSamplerSelect.execute("euler_ancestral")[0],
+            sigmas,
+            latent,
+        )[0]
+    return [t.clone() for t in out["samples"].unbind()]
+
+
+def test_the_model_config_is_the_one_unetloader_detects(native25, group_model25):  # noqa: F811
+    ours, native = group_model25.model.model_config, native25.model.model.model_config
+    assert type(ours) is type(native)
+    assert ours.unet_config == native.unet_config
+    assert type(native25.model.model) in type(group_model25.model).__mro__  # model_base.LTXAV
+    assert (ours.quant_config, native.quant_config) == (None, None)
+
+
+@pytest.mark.parametrize("guider", GUIDERS)
+def test_group_model_matches_unetloader_model(native25, group_model25, guider):  # noqa: F811
+    native = sample(native25, native25.model, guider)
+    call = group_model25.model.diffusion_model.call
+    before, split_before = call.calls, split_forwards(call)
+    ours = sample(native25, group_model25, guider)
+    found = [relative(a, b) for a, b in zip(ours, native)]
+    ranks = call.recipe.world_size
+    print(f"\n[group MODEL] LTX-2.5 {guider} {ranks} ranks, {call.calls - before} calls: rel {found}")
+    assert len(found) == 2 and max(found) <= RELATIVE_TOLERANCE, found
+    assert call.calls - before == 2  # two steps, cond and uncond in one call each
+    # On 2 ranks every call really ran token-split (workers/engine/comfy/sequence_parallel.py).
+    assert split_forwards(call) - split_before == (2 if ranks > 1 else 0)
+
+
+@pytest.fixture(scope="module")
+def unprefixed(native25, tiny25, tmp_path_factory):  # noqa: F811
+    """The tiny 2.5 transformer stored without the "model.diffusion_model." prefix (diffusion_models
+    files come both ways), registered where UNETLoader and the MGPU Loader look."""
+    import folder_paths
+    from safetensors import safe_open
+    from safetensors.torch import save_file
+
+    folder = tmp_path_factory.mktemp("unprefixed") / "diffusion_models"
+    folder.mkdir()
+    path = folder / "ltx-2.5-tiny-transformer-unprefixed.safetensors"
+    with safe_open(str(tiny25.transformer), framework="pt") as f:
+        tensors = {key.removeprefix(PREFIX): f.get_tensor(key) for key in f.keys()}
+        metadata = f.metadata()
+    assert not any(key.startswith("model.") for key in tensors)
+    save_file(tensors, str(path), metadata=metadata)
+    folder_paths.add_model_folder_path("diffusion_models", str(folder))
+    return path
+
+
+def test_a_file_without_the_checkpoint_prefix(native25, tiny25, unprefixed):  # noqa: F811
+    """Detected as UNETLoader detects it (same config as the prefixed file), and sampled alike."""
+    import nodes  # ComfyUI's nodes.py
+
+    with torch.inference_mode():
+        (native_model,) = nodes.UNETLoader().load_unet(unprefixed.name, "default")
+    model = load_model(tiny25, 2, unprefixed)
+    try:
+        ours, native = model.model.model_config, native_model.model.model_config
+        assert type(ours) is type(native) and ours.unet_config == native.unet_config
+        assert ours.unet_config == native25.model.model.model_config.unet_config
+        found = [
+            relative(a, b)
+            for a, b in zip(sample(native25, model, "dual"), sample(native25, native_model, "dual"))
+        ]
+    finally:
+        get_manager().unload()
+        assert_no_leaks()
+    print(f"\n[group MODEL] LTX-2.5 unprefixed file, 2 ranks: rel {found}")
+    assert len(found) == 2 and max(found) <= RELATIVE_TOLERANCE, found
+
+
+def test_the_int8_convrot_transformer(native25, tiny25):  # noqa: F811
+    """The int8 convrot file as ComfyUI reads it (its mixed-precision ops in every rank), against
+    UNETLoader's MODEL of the same file; the UI side's config carries the same quant_config."""
+    model = load_model(tiny25, 2, tiny25.transformer_int8)
+    try:
+        ours, native = model.model.model_config, native25.model_int8.model.model_config
+        assert ours.unet_config == native.unet_config
+        assert ours.quant_config == native.quant_config is not None
+        found = [
+            relative(a, b)
+            for a, b in zip(sample(native25, model, "dual"), sample(native25, native25.model_int8, "dual"))
+        ]
+    finally:
+        get_manager().unload()
+        assert_no_leaks()
+    print(f"\n[group MODEL] LTX-2.5 int8 convrot, 2 ranks: rel {found}")
+    assert len(found) == 2 and max(found) <= INT8_TOLERANCE, found
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _stop_group() -> Iterator[None]:
+    yield
+    get_manager().unload()
