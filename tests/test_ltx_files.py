@@ -18,6 +18,7 @@ from ltx2_mgpu.workers.wire.ltx_files import (
     is_gemma4_file,
     read_model_file_info,
     read_vae_kind,
+    read_vae_release,
 )
 from ltx2_mgpu.workers.wire.model_family import LTX2, LTX23, LTX25
 
@@ -108,6 +109,61 @@ def test_vae_files_that_do_not_fit_are_refused_naming_both(tmp_path, vaes):
         ValueError, match=r"t25\.safetensors is an LTX-2\.5 diffusion model without a video VAE"
     ):
         check_vae_files(t25, "", str(vaes[AUDIO_VAE]))
+
+
+def ltx23_vaes(tmp_path) -> dict[str, Path]:
+    """Separate LTX-2.3 VAE files as the 2.3 checkpoint's VAEs split out: the conv decoder with 2.3's
+    space / time blocks in its config, the audio VAE with the bandwidth-extension vocoder."""
+    z = torch.zeros(1)
+    decoder = [
+        ["compress_space", {"multiplier": 2}],
+        ["compress_time", {"multiplier": 2}],
+        ["compress_all", {}],
+    ]
+    video = write(
+        tmp_path / "v23.safetensors",
+        {"decoder.up_blocks.0.res_blocks.0.conv1.conv.weight": z},
+        {"config": json.dumps({"vae": {"decoder_blocks": decoder}})},
+    )
+    audio = {"vocoder.vocoder.resblocks.0.convs1.0.weight": z, "vocoder.bwe_generator.conv_pre.weight": z}
+    return {"video": video, "audio": write(tmp_path / "a23.safetensors", audio)}
+
+
+def test_the_release_of_a_vae_file(tmp_path, vaes):
+    found = {k: read_vae_release(p) for k, p in {**vaes, **ltx23_vaes(tmp_path)}.items()}
+    # LTX-2's conv decoder and plain vocoder are LTX-2.5's too: not told apart, never refused.
+    assert found == {
+        VIDEO_VAE_DIFFUSION: LTX25,
+        VIDEO_VAE_CONV: None,
+        AUDIO_VAE: None,
+        "video": LTX23,
+        "audio": LTX23,
+    }
+
+
+def test_ltx23_vae_files_with_an_ltx25_transformer_are_refused_naming_both(tmp_path, vaes):
+    v23 = ltx23_vaes(tmp_path)
+    t25 = read_model_file_info(write(tmp_path / "t25.safetensors", transformer(LTX25)))
+    t23 = read_model_file_info(write(tmp_path / "t23.safetensors", transformer(LTX23)))
+    t2 = read_model_file_info(write(tmp_path / "t2.safetensors", transformer(LTX2)))
+    with pytest.raises(
+        ValueError,
+        match=r"v23\.safetensors is an LTX-2\.3 video VAE but t25\.safetensors is an LTX-2\.5 transformer.*"
+        r"ltx-2\.5-video-vae",
+    ):
+        check_vae_files(t25, str(v23["video"]), str(vaes[AUDIO_VAE]))
+    with pytest.raises(
+        ValueError,
+        match=r"a23\.safetensors is an LTX-2\.3 audio VAE but t25\.safetensors is an LTX-2\.5 transformer.*"
+        r"ltx-2\.5-audio-vae",
+    ):
+        check_vae_files(t25, str(vaes[VIDEO_VAE_DIFFUSION]), str(v23["audio"]))
+    with pytest.raises(
+        ValueError, match=r"a23\.safetensors is an LTX-2\.3 audio VAE but t2\.safetensors is an LTX-2 "
+    ):
+        check_vae_files(t2, "", str(v23["audio"]))
+    check_vae_files(t23, str(v23["video"]), str(v23["audio"]))  # 2.3's own split VAEs fit
+    check_vae_files(t25, str(vaes[VIDEO_VAE_CONV]), str(vaes[AUDIO_VAE]))  # 2.5's conv-decoder option
 
 
 def test_gemma4_is_told_from_gemma3(tmp_path):

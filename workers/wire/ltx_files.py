@@ -16,7 +16,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from .model_family import LTX25, detect_model_family
+from .model_family import LTX23, LTX25, detect_model_family
 
 DIFFUSION_PREFIX = "model.diffusion_model."
 # Headers are a few MB at most for the 22B files (about 4,000 tensors); refuse absurd sizes.
@@ -40,6 +40,16 @@ _QUANT_FORMATS = {
 VIDEO_VAE_DIFFUSION = "LTX-2.5 video VAE (diffusion decoder)"
 VIDEO_VAE_CONV = "LTX video VAE (conv decoder)"
 AUDIO_VAE = "LTX audio VAE"
+# What tells the release of a separate VAE file, in what ComfyUI builds the VAE from (comfy/sd.py VAE):
+# - LTX-2.5's video VAE carries the diffusion decoder (`decoder.conv_in_x_t`).
+# - LTX-2.3's audio ends in the 48 kHz vocoder with bandwidth extension: the vocoder is wrapped, its
+#   keys `vocoder.vocoder.*` beside `vocoder.bwe_generator.*` (comfy's LTX audio VAE builds the
+#   extension only then); LTX-2's and LTX-2.5's vocoders have neither.
+# - LTX-2.3's conv video decoder upsamples space and time in separate blocks ("compress_space",
+#   "compress_time" in the metadata config's decoder_blocks, the config ComfyUI's VideoVAE is built
+#   from); LTX-2's and LTX-2.5's conv decoders use "compress_all" only, so those two are not told apart.
+LTX23_AUDIO_PREFIXES = ("vocoder.bwe_generator.", "vocoder.vocoder.")
+LTX23_DECODER_BLOCKS = ("compress_space", "compress_time")
 
 
 @dataclass(frozen=True)
@@ -164,28 +174,56 @@ def read_vae_kind(path: str | Path) -> str:
     )
 
 
+def read_vae_release(path: str | Path) -> str | None:
+    """The LTX release a separate VAE file belongs to when its layout tells (LTX23 or LTX25); None
+    when it is a layout LTX-2 and LTX-2.5 share (the conv video decoder, the plain vocoder)."""
+    kind = read_vae_kind(path)
+    if kind == VIDEO_VAE_DIFFUSION:
+        return LTX25
+    entries, metadata, _ = read_header(path)
+    if kind == AUDIO_VAE:
+        return LTX23 if any(k.startswith(LTX23_AUDIO_PREFIXES) for k in entries) else None
+    try:
+        config = json.loads(metadata.get("config", "{}"))
+    except ValueError:
+        return None
+    vae = config.get("vae") if isinstance(config, dict) else None
+    blocks = vae.get("decoder_blocks", []) if isinstance(vae, dict) else []
+    names = {block[0] for block in blocks if isinstance(block, list) and block}
+    return LTX23 if names & set(LTX23_DECODER_BLOCKS) else None
+
+
 def check_vae_files(info: ModelFileInfo, video_vae: str, audio_vae: str) -> None:
     """Refuse VAE files that do not fit the transformer, naming both files and what would fit."""
     name = Path(info.path).name
-    if video_vae:
-        kind = read_vae_kind(video_vae)
-        if kind == AUDIO_VAE:
-            raise ValueError(
-                f"{Path(video_vae).name} is an audio VAE but was given as the video VAE of {name}; "
-                "pick the video VAE file (for LTX-2.5: ltx-2.5-video-vae) in video_vae_name"
-            )
-        if kind == VIDEO_VAE_DIFFUSION and info.family != LTX25:
-            raise ValueError(
-                f"{Path(video_vae).name} is an LTX-2.5 video VAE but {name} is an {info.family} transformer; "
-                f"use the VAE that ships with {info.family} (leave video_vae_name on the checkpoint's own)"
-            )
+    if video_vae and read_vae_kind(video_vae) == AUDIO_VAE:
+        raise ValueError(
+            f"{Path(video_vae).name} is an audio VAE but was given as the video VAE of {name}; "
+            "pick the video VAE file (for LTX-2.5: ltx-2.5-video-vae) in video_vae_name"
+        )
     if audio_vae and read_vae_kind(audio_vae) != AUDIO_VAE:
         raise ValueError(
             f"{Path(audio_vae).name} is not an audio VAE (given as the audio VAE of {name}); pick the "
             "release's audio VAE file (for LTX-2.5: ltx-2.5-audio-vae) in audio_vae_name"
         )
+    for role, vae in (("video", video_vae), ("audio", audio_vae)):
+        release = read_vae_release(vae) if vae else None
+        if release is not None and release != info.family:
+            raise ValueError(
+                f"{Path(vae).name} is an {release} {role} VAE but {name} is an {info.family} transformer; "
+                f"{release}'s VAE does not fit {info.family} latents: {_fitting_vae(info.family, role)}"
+            )
     if info.family == LTX25 and not (video_vae or info.video_vae):
         raise ValueError(
             f"{name} is an LTX-2.5 diffusion model without a video VAE; choose its video VAE file "
             "(ltx-2.5-video-vae) in video_vae_name"
         )
+
+
+def _fitting_vae(family: str, role: str) -> str:
+    if family == LTX25:
+        return f"pick LTX-2.5's {role} VAE file (ltx-2.5-{role}-vae) in {role}_vae_name"
+    return (
+        f"use the {role} VAE that ships with {family} ({role}_vae_name '(from the checkpoint)' for a "
+        f"single-file checkpoint, or {family}'s own {role} VAE file)"
+    )

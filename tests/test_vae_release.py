@@ -1,0 +1,103 @@
+"""An LTX-2.3 VAE file given with an LTX-2.5 transformer is refused before any work (issue 18), on
+real tiny files (opt-in: COMFYUI_PATH).
+
+The tiny LTX-2.3 checkpoint's VAEs split into separate files as ComfyUI's VAELoader reads them (the
+video VAE's `vae.*` weights with the metadata "vae" config; the audio VAE's `audio_vae.*` and
+`vocoder.*` with its "audio_vae" and "vocoder" config, as LTX-2.5's audio VAE file is laid out).
+ComfyUI decodes with them exactly as with the checkpoint's own VAEs, so they are the 2.3 VAEs; the
+MGPU Loader refuses each with the tiny 2.5 transformer, naming both files and their releases.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+from safetensors import safe_open
+from safetensors.torch import save_file
+from test_tiny_ltx25 import native25  # noqa: F401
+
+from ltx2_mgpu.workers.group.manager import get_manager
+
+pytestmark = pytest.mark.comfyui
+
+
+def split_vaes(checkpoint: Path, folder: Path) -> SimpleNamespace:
+    """The video and audio VAE files of an LTX single-file checkpoint, written to `folder`."""
+    with safe_open(str(checkpoint), framework="pt") as f:
+        config = json.loads(f.metadata()["config"])
+        video = {k.removeprefix("vae."): f.get_tensor(k) for k in f.keys() if k.startswith("vae.")}
+        audio = {k: f.get_tensor(k) for k in f.keys() if k.startswith(("audio_vae.", "vocoder."))}
+    files = SimpleNamespace(
+        video=folder / "ltx-2.3-tiny-video-vae.safetensors",
+        audio=folder / "ltx-2.3-tiny-audio-vae.safetensors",
+    )
+    save_file(video, str(files.video), metadata={"config": json.dumps({"vae": config["vae"]})})
+    audio_config = {k: config[k] for k in ("audio_vae", "vocoder")}
+    save_file(audio, str(files.audio), metadata={"config": json.dumps(audio_config)})
+    return files
+
+
+@pytest.fixture(scope="module")
+def ltx23(native25, tmp_path_factory) -> SimpleNamespace:  # noqa: F811
+    """The tiny 2.3 checkpoint (make-tiny in a subprocess, as tiny25) and its split VAE files, in
+    the folders ComfyUI's loaders and the MGPU Loader look in."""
+    import folder_paths
+
+    out = tmp_path_factory.mktemp("tiny23split")
+    cmd = [sys.executable, "-m", "ltx2_mgpu.cli", "make-tiny", "--family", "2.3", str(out / "checkpoints")]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    (out / "vae").mkdir()
+    checkpoint = out / "checkpoints" / "ltx23-tiny.safetensors"
+    files = split_vaes(checkpoint, out / "vae")
+    folder_paths.add_model_folder_path("checkpoints", str(checkpoint.parent))
+    folder_paths.add_model_folder_path("vae", str(out / "vae"))
+    return SimpleNamespace(checkpoint=checkpoint, video_vae=files.video, audio_vae=files.audio)
+
+
+def test_the_split_files_are_the_ltx23_vaes_as_comfyui_reads_them(native25, ltx23):  # noqa: F811
+    n, lt_audio = native25.nodes, native25.lt_audio
+    gen = torch.Generator().manual_seed(0)
+    video, audio = torch.randn(1, 128, 2, 2, 2, generator=gen), torch.randn(1, 8, 9, 16, generator=gen)
+    with torch.inference_mode():
+        _, _, own_video = n.CheckpointLoaderSimple().load_checkpoint(ltx23.checkpoint.name)
+        (own_audio,) = lt_audio.LTXVAudioVAELoader.execute(ltx23.checkpoint.name)
+        (split_video,) = n.VAELoader().load_vae(ltx23.video_vae.name)
+        (split_audio,) = n.VAELoader().load_vae(ltx23.audio_vae.name)
+        frames = [n.VAEDecode().decode(v, {"samples": video})[0] for v in (own_video, split_video)]
+        sounds = [
+            lt_audio.LTXVAudioVAEDecode.execute({"samples": audio, "type": "audio"}, v)[0]
+            for v in (own_audio, split_audio)
+        ]
+    assert torch.equal(frames[0], frames[1])
+    assert torch.equal(sounds[0]["waveform"], sounds[1]["waveform"])
+    # 2.3's 48 kHz bandwidth-extended audio, not LTX-2.5's plain vocoder rate.
+    assert sounds[1]["sample_rate"] == sounds[0]["sample_rate"] != native25.audio_vae.audio_sample_rate_output
+
+
+@pytest.mark.parametrize("role", ["video", "audio"])
+def test_an_ltx23_vae_with_the_ltx25_transformer_is_refused_before_any_work(native25, tiny25, ltx23, role):  # noqa: F811
+    from ltx2_mgpu.nodes.loader import LTX2MGPULoader
+
+    vaes = {"video": tiny25.video_vae.name, "audio": tiny25.audio_vae.name}
+    vaes[role] = getattr(ltx23, f"{role}_vae").name
+    before = get_manager().group
+    pattern = (
+        rf"ltx-2\.3-tiny-{role}-vae\.safetensors is an LTX-2\.3 {role} VAE but "
+        rf"ltx-2\.5-tiny-transformer-bf16\.safetensors is an LTX-2\.5 transformer.*ltx-2\.5-{role}-vae"
+    )
+    with pytest.raises(ValueError, match=pattern):
+        LTX2MGPULoader().load(
+            tiny25.transformer.name,
+            "cpu:1",
+            "float32",
+            video_vae_name=vaes["video"],
+            audio_vae_name=vaes["audio"],
+        )
+    assert get_manager().group is before  # refused before the group was touched
