@@ -13,13 +13,15 @@ from ..workers.group.manager import MGPUModel
 from ..workers.strategies.decode_limits import NO_PADDING, REFLECT, check_decodable, min_decode_cells
 from ..workers.wire import shm
 from ..workers.wire.config import SHM_DIR
-from ..workers.wire.constants import VIDEO_FRAMES_PER_CELL as FRAMES_PER_CELL
-from ..workers.wire.constants import VIDEO_PIXELS_PER_CELL as PIXELS_PER_CELL
 from ..workers.wire.model_files import read_checkpoint_config
 from ..workers.wire.requests import (
     AUTO,
     DEFAULT_OVERLAP_PX,
     DEFAULT_TEMPORAL_OVERLAP_FRAMES,
+    OVERLAP_PX_RANGE,
+    TEMPORAL_FRAMES_RANGE,
+    TEMPORAL_OVERLAP_FRAMES_RANGE,
+    TILE_PX_RANGE,
     VAE_DECODE_MODES,
     TileSettings,
     VaeDecode,
@@ -30,8 +32,6 @@ from .jobs import run_job
 from .loader import CATEGORY
 
 log = logging.getLogger(__name__)
-MAX_TILE_PX = 4096
-MAX_TEMPORAL_FRAMES = 4096
 DECODE_MODES = VAE_DECODE_MODES
 MAX_ATTENTION_CHUNK_MB = 1 << 20
 # ComfyUI detects LTX-2.5's diffusion VAE decoder by this key (comfy/sd.py, VAE.__init__).
@@ -89,27 +89,32 @@ class LTX2DistributedVAEDecode:
                     "LATENT",
                     {"tooltip": "A video latent, or the audio+video latent of the sampler."},
                 ),
+                # VAEDecodeTiled's steps and maxima (TileSettings), so its settings paste in as they are.
                 "tile_size": _int_input(
                     AUTO,
-                    PIXELS_PER_CELL,
-                    MAX_TILE_PX,
+                    TILE_PX_RANGE[2],
+                    TILE_PX_RANGE[1],
                     "Long side of a spatial tile in pixels (the short side follows the frame's aspect). "
                     "0: chosen from the number of GPUs, at most 512. Smaller tiles use less memory per GPU.",
                 ),
                 "overlap": _int_input(
-                    DEFAULT_OVERLAP_PX, PIXELS_PER_CELL, MAX_TILE_PX, "Pixels shared by neighbouring tiles."
+                    DEFAULT_OVERLAP_PX,
+                    OVERLAP_PX_RANGE[2],
+                    OVERLAP_PX_RANGE[1],
+                    "Pixels shared by neighbouring tiles.",
                 ),
                 "temporal_size": _int_input(
                     AUTO,
-                    FRAMES_PER_CELL,
-                    MAX_TEMPORAL_FRAMES,
-                    "Frames per temporal chunk (at least 16). 0: the whole clip in one chunk.",
+                    TEMPORAL_FRAMES_RANGE[2],
+                    TEMPORAL_FRAMES_RANGE[1],
+                    "Frames per temporal chunk (at least 8; ltx-core's tiles: a multiple of 8, at least 16). "
+                    "0: the whole clip in one chunk.",
                 ),
                 "temporal_overlap": _int_input(
                     DEFAULT_TEMPORAL_OVERLAP_FRAMES,
-                    FRAMES_PER_CELL,
-                    MAX_TEMPORAL_FRAMES,
-                    "Frames shared by neighbouring chunks.",
+                    TEMPORAL_OVERLAP_FRAMES_RANGE[2],
+                    TEMPORAL_OVERLAP_FRAMES_RANGE[1],
+                    "Frames shared by neighbouring chunks (ltx-core's tiles: a multiple of 8).",
                 ),
             },
             "optional": {

@@ -38,6 +38,10 @@ ENCODE_TOLERANCE = 1e-5
 DECODE_CASES = {"wide": (1, 128, 3, 12, 16), "narrow": (1, 128, 2, 5, 3)}
 # VAEDecodeTiled settings giving 2 x 2 x 3 tiles (time, rows, columns) on "wide", in pixels and frames.
 TILES = {"tile_px": 256, "overlap_px": 64, "temporal_frames": 16, "temporal_overlap_frames": 8}
+# What VAEDecodeTiled takes and ltx-core's tiles do not: the LTX-2.3 templates' 4-frame overlap, and a
+# chunk of 12 frames (step 4). VAEDecodeTiled floors both to whole latent frames: the tiles of TILES.
+TILES_STEP4 = {"tile_px": 256, "overlap_px": 64, "temporal_frames": 12, "temporal_overlap_frames": 4}
+TILED_CASES = {"wide_tiled": TILES, "wide_tiled4": TILES_STEP4}
 AUDIO_FRAMES = 13
 ENCODE_PIXELS = (17, 128, 96, 3)  # frames, H, W, C: 4 x 3 cells, 3 latent frames
 RANK_TIMEOUT_S = 600
@@ -81,10 +85,11 @@ def make_cases(checkpoint: Path, folder: Path) -> None:
 
         for name in DECODE_CASES:
             timed(f"{name}_exact", lambda n=name: nodes.VAEDecode().decode(vae, {"samples": inputs[n]})[0])
-        timed("wide_tiled", lambda: nodes.VAEDecodeTiled().decode(
-            vae, {"samples": inputs["wide"]}, TILES["tile_px"], TILES["overlap_px"],
-            TILES["temporal_frames"], TILES["temporal_overlap_frames"],
-        )[0])  # fmt: skip
+        for name, tiles in TILED_CASES.items():
+            timed(name, lambda t=tiles: nodes.VAEDecodeTiled().decode(
+                vae, {"samples": inputs["wide"]}, t["tile_px"], t["overlap_px"],
+                t["temporal_frames"], t["temporal_overlap_frames"],
+            )[0])  # fmt: skip
         timed(
             "audio",
             lambda: nodes_lt_audio.LTXVAudioVAEDecode.execute({"samples": inputs["audio"]}, audio_vae)[0],
@@ -133,16 +138,17 @@ def _ranks(rank: int, world_size: int, init_file: str, folder: str, out_folder: 
     model = ComfyModel.load(Path(data["checkpoint"]), torch.device("cpu"), None)
     job = _fake_job(rank, world_size, model)
     results = {}
-    runs = [(name, mode) for name in DECODE_CASES for mode in ("exact",)] + [("wide", "tiled")]
-    for name, mode in runs:
+    runs = [(f"{name}_exact", name, "exact", TILES) for name in DECODE_CASES]
+    runs += [(label, "wide", "tiled", tiles) for label, tiles in TILED_CASES.items()]
+    for label, name, mode, tiles in runs:
         shape = image_shape(tuple(inputs[name].shape))
         audio = inputs["audio"] if name == "wide" and mode == "exact" else None
         args = {
-            "video": inputs[name], "audio": audio, "mode": mode, "tiles": TILES,
-            "out_image": _shared(out / f"{name}_{mode}.f32", shape),
+            "video": inputs[name], "audio": audio, "mode": mode, "tiles": tiles,
+            "out_image": _shared(out / f"{label}.f32", shape),
             "out_audio": None if audio is None else _shared(out / "audio.f32", tuple(data["native"]["audio"].shape)),
         }  # fmt: skip
-        results[f"{name}_{mode}"] = vae_decode(job, args)
+        results[label] = vae_decode(job, args)
     shape = tuple(data["native"]["encode"].shape)
     results["encode"] = vae_encode(
         job,
@@ -163,7 +169,7 @@ def test_comfy_backend_decode_and_encode_equal_native(cases, tmp_path, world_siz
     data = torch.load(cases / "cases.pt")
     native = data["native"]
     for name, tensor in [(f"{n}_exact", native[f"{n}_exact"]) for n in DECODE_CASES] + [
-        ("wide_tiled", native["wide_tiled"]),
+        *[(n, native[n]) for n in TILED_CASES],
         ("audio", native["audio"]),
         ("encode", native["encode"]),
     ]:
@@ -175,11 +181,12 @@ def test_comfy_backend_decode_and_encode_equal_native(cases, tmp_path, world_siz
         return _shared(tmp_path / f"{name}.f32", tuple(native[name].shape)).clone()
 
     report = {}
-    for name in [f"{n}_exact" for n in DECODE_CASES] + ["wide_tiled"]:
+    for name in [f"{n}_exact" for n in DECODE_CASES] + [*TILED_CASES]:
         error = (ours(name) - native[name]).abs().max().item()
         report[name] = error
-        assert error <= (EXACT_TOLERANCE if name.endswith("exact") else TILED_TOLERANCE), (name, error)
-        assert {r[name]["mode"] for r in results} == {name.rsplit("_", 1)[1]}
+        mode = "exact" if name.endswith("exact") else "tiled"
+        assert error <= (EXACT_TOLERANCE if mode == "exact" else TILED_TOLERANCE), (name, error)
+        assert {r[name]["mode"] for r in results} == {mode}
     assert torch.equal(ours("audio"), native["audio"])
     assert results[-1]["wide_exact"]["sample_rate"] == native["sample_rate"]
     scale = native["encode"].abs().max().item()

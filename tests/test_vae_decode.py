@@ -171,16 +171,43 @@ def test_auto_tiles_follow_the_group_size():
     ("kwargs", "message"),
     [
         ({"tile_px": 100}, "tile_size 100 is not allowed"),
-        ({"tile_px": 32}, "at least 64"),
-        ({"overlap_px": 48}, "overlap 48 must be a multiple of 32"),
-        ({"tile_px": 128, "overlap_px": 128}, "smaller than tile_size 128"),
-        ({"temporal_frames": 12}, "temporal_size 12 is not allowed"),
-        ({"temporal_frames": 16, "temporal_overlap_frames": 16}, "smaller than temporal_size 16"),
+        ({"tile_px": 32}, "from 64 to 4096"),
+        ({"tile_px": 4128}, "tile_size 4128 is not allowed"),
+        ({"overlap_px": 48}, "overlap 48 is not allowed: use 0 or a multiple of 32"),
+        ({"temporal_frames": 4}, "temporal_size 4 is not allowed"),
+        ({"temporal_frames": 14}, "multiple of 4 frames"),
+        ({"temporal_overlap_frames": 6}, "temporal_overlap 6 is not allowed"),
     ],
 )
 def test_tile_settings_say_what_is_allowed(kwargs, message):
     with pytest.raises(ValueError, match=message):
         TileSettings(**kwargs)
+
+
+def test_tile_settings_take_vaedecodetiled_ranges():
+    # The LTX-2.3 templates' VAEDecodeTiled: 4-frame temporal overlap; VAEDecodeTiled also takes
+    # chunks of 12 frames and overlaps as large as the tile (it shrinks them itself).
+    for kwargs in [
+        {"tile_px": 512, "overlap_px": 64, "temporal_frames": 4096, "temporal_overlap_frames": 4},
+        {"tile_px": 64, "overlap_px": 64, "temporal_frames": 12, "temporal_overlap_frames": 12},
+        {"tile_px": 4096, "overlap_px": 4096, "temporal_frames": 8, "temporal_overlap_frames": 4096},
+    ]:
+        assert dataclasses.asdict(TileSettings(**kwargs)) == kwargs
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"tile_px": 128, "overlap_px": 128}, "smaller than tile_size 128"),
+        ({"temporal_frames": 12}, "temporal_size 12 / temporal_overlap 24 are not whole latent frames"),
+        ({"temporal_frames": 8, "temporal_overlap_frames": 0}, "at least 16"),
+        ({"temporal_frames": 32, "temporal_overlap_frames": 4}, "multiples of 8 frames"),
+        ({"temporal_frames": 16, "temporal_overlap_frames": 16}, "smaller than temporal_size 16"),
+    ],
+)
+def test_ltxcore_tiles_say_what_they_take(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        make_plan((4, 8, 8), TileSettings(**kwargs), 2)
 
 
 def test_waveform_length_from_config_equals_the_decoders(tiny_path):

@@ -44,6 +44,8 @@ MAX_AUTO_TILE_CELLS = 16
 MIN_AUTO_TILE_CELLS = 4
 FRAMES_PER_CELL = VIDEO_FRAMES_PER_CELL
 PIXELS_PER_CELL = VIDEO_PIXELS_PER_CELL
+# ltx-core's limit on a temporal chunk (ltx_core/model/video_vae/tiling.py TemporalTilingConfig).
+MIN_TEMPORAL_FRAMES = 16
 
 
 @dataclass(frozen=True)
@@ -182,10 +184,33 @@ def auto_spatial_splits(
     return best[1], best[2]
 
 
+def check_ltxcore_tiles(settings: TileSettings) -> None:
+    """ltx-core's tiles are whole latent cells and overlap by less than their size: the subset of
+    VAEDecodeTiled's range (TileSettings) they can be cut by. ValueError saying what to change."""
+    if settings.tile_px != AUTO and settings.overlap_px >= settings.tile_px:
+        raise ValueError(
+            f"overlap {settings.overlap_px} must be smaller than tile_size {settings.tile_px} for ltx-core's tiles"
+        )
+    if settings.temporal_frames == AUTO:
+        return  # one chunk: the temporal overlap is not used
+    size, overlap = settings.temporal_frames, settings.temporal_overlap_frames
+    if size < MIN_TEMPORAL_FRAMES or size % FRAMES_PER_CELL or overlap % FRAMES_PER_CELL:
+        raise ValueError(
+            f"temporal_size {size} / temporal_overlap {overlap} are not whole latent frames: ltx-core's tiles "
+            f"take multiples of {FRAMES_PER_CELL} frames, temporal_size at least {MIN_TEMPORAL_FRAMES}. "
+            "Use such values, or the comfy backend's tiled mode (VAEDecodeTiled's arithmetic takes any)."
+        )
+    if overlap >= size:
+        raise ValueError(
+            f"temporal_overlap {overlap} must be smaller than temporal_size {size} for ltx-core's tiles"
+        )
+
+
 def resolve_splits(
     latent_fhw: tuple[int, int, int], settings: TileSettings, world_size: int
 ) -> tuple[AxisSplit, AxisSplit, AxisSplit]:
     """Per-axis splits (time, height, width) in latent cells for `settings` on a latent of `latent_fhw`."""
+    check_ltxcore_tiles(settings)
     f, h, w = latent_fhw
     if settings.temporal_frames == AUTO:
         split_t = AxisSplit(f, 0)

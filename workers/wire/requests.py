@@ -391,19 +391,33 @@ AUTO = 0
 # 24-frame temporal overlap (ltx-core's TemporalTilingConfig default).
 DEFAULT_OVERLAP_PX = 64
 DEFAULT_TEMPORAL_OVERLAP_FRAMES = 24
-# ltx-core's limits on a TilingConfig (ltx_core/model/video_vae/tiling.py).
-MIN_TILE_PX = 64
-MIN_TEMPORAL_FRAMES = 16
+# The tile inputs' ranges: ComfyUI's VAEDecodeTiled (nodes.py, 0.33) as (min, max, step), so that every
+# value its templates use is accepted; 0 (AUTO) is ours on top, for the sizes and the overlaps.
+TILE_PX_RANGE = (64, 4096, 32)
+OVERLAP_PX_RANGE = (0, 4096, 32)
+TEMPORAL_FRAMES_RANGE = (8, 4096, 4)
+TEMPORAL_OVERLAP_FRAMES_RANGE = (4, 4096, 4)
+
+
+def _check_tile_input(name: str, value: int, allowed: tuple[int, int, int], unit: str) -> None:
+    """VAEDecodeTiled's range for one input, plus 0 (auto, or no overlap)."""
+    low, high, step = allowed
+    if value != AUTO and (value < low or value > high or value % step):
+        raise ValueError(
+            f"{name} {value} is not allowed: use 0 or a multiple of {step} {unit} from {low} to {high} "
+            "(VAEDecodeTiled's range)"
+        )
 
 
 @dataclass(frozen=True)
 class TileSettings:
-    """Tiling as the user sets it, in ltx-core's TilingConfig units (pixels and frames).
+    """Tiling as the user sets it, in pixels and frames, within VAEDecodeTiled's ranges.
 
-    tile_px: the long side of a spatial tile; the short side is scaled to the frame's aspect, as
-    ltx-core does. AUTO (0): chosen from the latent and the group size (vae_tiles.auto_spatial_splits).
-    temporal_frames: frames per temporal chunk; AUTO (0): the whole clip in one chunk.
-    Overlaps are between neighbouring tiles / chunks.
+    tile_px: the long side of a spatial tile; AUTO (0): chosen from the latent and the group size
+    (tiled mode on the comfy backend: VAEDecodeTiled's default). temporal_frames: frames per temporal
+    chunk; AUTO (0): the whole clip in one chunk (comfy backend: VAEDecodeTiled's default). Overlaps
+    are between neighbouring tiles / chunks. The comfy backend's tiled mode applies VAEDecodeTiled's
+    own arithmetic to any of these; ltx-core's tiles take a subset (vae_tiles.check_ltxcore_tiles).
     """
 
     tile_px: int = AUTO
@@ -412,32 +426,12 @@ class TileSettings:
     temporal_overlap_frames: int = DEFAULT_TEMPORAL_OVERLAP_FRAMES
 
     def __post_init__(self) -> None:
-        px, frames = VIDEO_PIXELS_PER_CELL, VIDEO_FRAMES_PER_CELL
-        if self.tile_px != AUTO and (self.tile_px < MIN_TILE_PX or self.tile_px % px):
-            raise ValueError(
-                f"tile_size {self.tile_px} is not allowed: use 0 (auto) or a multiple of {px} "
-                f"of at least {MIN_TILE_PX} pixels"
-            )
-        if self.overlap_px < 0 or self.overlap_px % px:
-            raise ValueError(f"overlap {self.overlap_px} must be a multiple of {px} pixels (0 or more)")
-        if self.tile_px != AUTO and self.overlap_px >= self.tile_px:
-            raise ValueError(f"overlap {self.overlap_px} must be smaller than tile_size {self.tile_px}")
-        if self.temporal_frames != AUTO and (
-            self.temporal_frames < MIN_TEMPORAL_FRAMES or self.temporal_frames % frames
-        ):
-            raise ValueError(
-                f"temporal_size {self.temporal_frames} is not allowed: use 0 (the whole clip) or a multiple of "
-                f"{frames} of at least {MIN_TEMPORAL_FRAMES} frames"
-            )
-        if self.temporal_overlap_frames < 0 or self.temporal_overlap_frames % frames:
-            raise ValueError(
-                f"temporal_overlap {self.temporal_overlap_frames} must be a multiple of {frames} frames"
-            )
-        if self.temporal_frames != AUTO and self.temporal_overlap_frames >= self.temporal_frames:
-            raise ValueError(
-                f"temporal_overlap {self.temporal_overlap_frames} must be smaller than temporal_size "
-                f"{self.temporal_frames}"
-            )
+        _check_tile_input("tile_size", self.tile_px, TILE_PX_RANGE, "pixels")
+        _check_tile_input("overlap", self.overlap_px, OVERLAP_PX_RANGE, "pixels")
+        _check_tile_input("temporal_size", self.temporal_frames, TEMPORAL_FRAMES_RANGE, "frames")
+        _check_tile_input(
+            "temporal_overlap", self.temporal_overlap_frames, TEMPORAL_OVERLAP_FRAMES_RANGE, "frames"
+        )
 
 
 # "exact": VAEDecode's frames (the frame split in slabs, edge rows swapped between GPUs); "tiled":
