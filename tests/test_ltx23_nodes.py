@@ -124,22 +124,31 @@ def group23_bf16(request, comfy23) -> Iterator[MGPUModel]:  # noqa: F811
     yield from start_group(comfy23.files, request.param, "bfloat16")
 
 
-def test_text_encode_matches_clip_text_encode(comfy23, group23_bf16):  # noqa: F811
-    """MGPU Text Encode = LTXAVTextEncoderLoader + CLIPTextEncode on the same Gemma file and checkpoint
-    (the 2.3 dual projection: video and audio widths concatenated). ComfyUI runs the bf16 Gemma file
-    in bf16, so the group does too (weight_dtype bfloat16, as test_text_encode_native.py)."""
-    group23 = group23_bf16
+def check_text_encode(comfy23, group: MGPUModel, label: str) -> None:  # noqa: F811
     from ltx2_mgpu.nodes.text_encode import LTX2MGPUTextEncode
 
     with torch.inference_mode():
         (native,) = comfy23.nodes.CLIPTextEncode().encode(comfy23.clip, PROMPT)
     t0 = time.perf_counter()
-    (ours,) = LTX2MGPUTextEncode().encode(group23, comfy23.gemma.name, PROMPT, "auto")
+    (ours,) = LTX2MGPUTextEncode().encode(group, comfy23.gemma.name, PROMPT, "auto")
     found = relative(ours[0][0], native[0][0])
-    report("Text Encode", group23.world_size, [found], time.perf_counter() - t0)
+    report(f"Text Encode ({label} loader)", group.world_size, [found], time.perf_counter() - t0)
     assert ours[0][0].shape[-1] == VIDEO_DIM + AUDIO_DIM
     assert ours[0][1].get("unprocessed_ltxav_embeds") == native[0][1].get("unprocessed_ltxav_embeds")
     assert found[1] <= RELATIVE_TOLERANCE, found
+
+
+def test_text_encode_matches_clip_text_encode(comfy23, group23_bf16):  # noqa: F811
+    """MGPU Text Encode = LTXAVTextEncoderLoader + CLIPTextEncode on the same Gemma file and checkpoint
+    (the 2.3 dual projection: video and audio widths concatenated), with a bfloat16 loader."""
+    check_text_encode(comfy23, group23_bf16, "bfloat16")
+
+
+def test_text_encode_with_a_float32_loader_matches_clip_text_encode(comfy23, group23):  # noqa: F811
+    """ComfyUI holds Gemma and its projection in the Gemma file's dtype (bf16 here) whatever the flags
+    (llama_detect); the comfy backend does too, whatever the MGPU Loader's weight_dtype (float32 here;
+    before, Gemma ran in float32 and the CONDITIONING was 6.4e-2 off native's)."""
+    check_text_encode(comfy23, group23, "float32")
 
 
 def test_text_encode_with_the_gemma_lora_matches_lora_loader(comfy23, group23_bf16):  # noqa: F811

@@ -24,9 +24,13 @@ _STORED_DTYPES = {"BF16": torch.bfloat16, "F16": torch.float16, "F32": torch.flo
 
 
 def gemma_dtype(model, files: GemmaFiles) -> torch.dtype:
-    """The dtype the ranks hold Gemma in: the group's weight dtype, or on the comfy backend with
-    ComfyUI's own choice (dtype "auto") the file's, as ComfyUI's text encoder loaders pick it."""
-    if model.dtype is not None:
+    """The dtype the ranks hold Gemma (and, on the comfy backend, its projection) in.
+
+    comfy backend: the file's, whatever the group's weight dtype, as ComfyUI's text encoder loaders
+    hold it (llama_detect sets dtype_llama from the stored norm weight, and LTXAVTEModel uses it for the
+    projection too), so the CONDITIONING is CLIPTextEncode's with any MGPU Loader weight_dtype.
+    ltx-core backend: the group's weight dtype, or the file's when the group has none."""
+    if model.dtype is not None and not isinstance(model, ComfyModel):
         return model.dtype
     file, key = files.tensors["norm.weight"]
     stored = read_safetensors_header(file).dtypes[key]
