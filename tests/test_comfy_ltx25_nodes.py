@@ -193,6 +193,8 @@ def test_ltxcore_backend_refuses_ltx25_before_loading(tiny25):
 
 
 def test_mgpu_text_encode_gemma4_matches_clip_text_encode(native25, ours25, tiny25):  # noqa: F811
+    """With a float32 MGPU Loader (ours25): Gemma 4 is loaded by ComfyUI's load_clip, which holds it in
+    the file's dtype whatever the loader's weight_dtype, as CLIPLoader does."""
     from ltx2_mgpu.nodes.text_encode import LTX2MGPUTextEncode
 
     model, _ = ours25
