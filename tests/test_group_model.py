@@ -222,11 +222,6 @@ def test_the_loaders_lora_reaches_every_model_call(comfy, group_model, tiny, lor
     assert max(rel for _, rel in errors(run_graph(comfy, comfy.model, graph), native)) > 1e-3
 
 
-def test_comfy_lora_loaders_are_refused(comfy, group_model, tiny):  # noqa: F811
-    with pytest.raises(ValueError, match="Choose the LoRA in the MGPU Loader"):
-        group_model.clone().add_patches({"diffusion_model.x": (torch.zeros(1),)}, 1.0)
-
-
 @pytest.fixture(scope="module", autouse=True)
 def _stop_group() -> Iterator[None]:
     yield

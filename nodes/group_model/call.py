@@ -26,6 +26,7 @@ from ...workers.wire import model_call as wire
 from ...workers.wire.errors import JobInputError
 from ...workers.wire.requests import ComfyModelCall, ComfyTextEmbeds, Request
 from .. import comfy
+from .patches import PatchSetSender, patch_signature
 
 # Runs one request on the group -> the ranks' replies. Default: the manager's group for the
 # recipe (started and loaded as needed, LoRAs synced); the bench passes its own group's run.
@@ -54,10 +55,16 @@ class GroupModelCall:
         self._ids = itertools.count(1)
         self._cache: list[_Cached] = []  # least recently used first
         self._dropped: list[int] = []  # evicted here; the next call tells the ranks
-        self._embeds: list[tuple[torch.Tensor, bool, tuple, torch.Tensor]] = []
+        self._embeds: list[tuple[torch.Tensor, bool, tuple, tuple, torch.Tensor]] = []
         self.calls = 0  # model calls served (tests and the bench read it)
         self.last_replies: list[dict] = []  # the ranks' replies to the last model call
         self._inputs, self._outputs = KeptSlots(), KeptSlots()  # the latent streams, in and out
+        self._patches = PatchSetSender()
+        self._current_patches: Callable[[], dict] = dict  # the sampling clone's weight patches
+
+    def bind_patches(self, current: Callable[[], dict]) -> None:
+        """Where the weight patches of the clone now sampling are read (the MODEL's current_patcher)."""
+        self._current_patches = current
 
     # ----- the diffusion model's forward -------------------------------------------------------
     def forward(
@@ -98,7 +105,11 @@ class GroupModelCall:
         for slot, stream in zip(inputs, streams):
             slot.tensor.copy_(stream.detach())
         drop, self._dropped = self._dropped, []
-        request = ComfyModelCall(token=self._token, streams=inputs, call=encoded, out=slots, drop=tuple(drop))
+        patch_token, patches = self._patches.fields(self._current_patches())
+        request = ComfyModelCall(
+            token=self._token, streams=inputs, call=encoded, out=slots, drop=tuple(drop),
+            patch_token=patch_token, patches=patches,
+        )  # fmt: skip
         self.last_replies = self._run_job(request)
         return [slot.tensor for slot in slots]
 
@@ -123,17 +134,37 @@ class GroupModelCall:
     def _forget(self) -> None:
         """Start a new cache: a new token makes the ranks drop what they kept for the old one."""
         self._token, self._cache, self._dropped = secrets.token_hex(8), [], []
+        self._patches.forget()
 
     # ----- the text embeddings connectors ------------------------------------------------------
     def text_embeds(self, context: torch.Tensor, unprocessed: bool) -> torch.Tensor:
         """LTXAVModel.preprocess_text_embeds on the ranks' model (its connectors, with the recipe's
         LoRAs), once per distinct conditioning tensor; called by ComfyUI's conditioning processing."""
-        key = (bool(unprocessed), self.recipe.loras)
-        for source, flag, loras, out in self._embeds:
-            if (flag, loras) == key and _same(source, context):
+        patches = self._current_patches()
+        key = (bool(unprocessed), self.recipe.loras, patch_signature(patches))
+        for source, flag, loras, signature, out in self._embeds:
+            if (flag, loras, signature) == key and _same(source, context):
                 return out
         comfy.throw_if_interrupted()
-        replies = self._run_job(ComfyTextEmbeds(context=context.detach(), unprocessed=bool(unprocessed)))
+        for attempt in range(2):
+            patch_token, encoded = self._patches.fields(patches)
+            request = ComfyTextEmbeds(
+                context=context.detach(),
+                unprocessed=bool(unprocessed),
+                patch_token=patch_token,
+                patches=encoded,
+            )
+            try:
+                replies = self._run_job(request)
+                break
+            except JobInputError as exc:
+                self._patches.forget()
+                if attempt == 0 and str(exc).startswith(wire.CACHE_MISS):
+                    continue  # a restarted group lost the patch set: send it once more
+                raise ValueError(str(exc)) from None
+            except BaseException:
+                self._patches.forget()
+                raise
         out = wire.inline_to_tensor(replies[0]["embeds"]).to(context.device)
         self._embeds = [*self._embeds[-3:], (context.detach().clone(), *key, out)]
         return out

@@ -21,6 +21,7 @@ import torch
 
 from ...workers.group.manager import MGPUModel
 from ...workers.wire.checks import DTYPES
+from ...workers.wire.model_call import origin_of
 from .call import GroupModelCall
 from .detection import detect_model
 
@@ -54,6 +55,12 @@ class GroupDiffusionModel(torch.nn.Module):
 class GroupBaseModel:
     """Mixed into the file's BaseModel class (LTXAV): batching decisions are the ranks' business."""
 
+    # Names and shapes (meta tensors, "diffusion_model.<name>") of the file's diffusion-model weights,
+    # set by build_group_model: ComfyUI's LoRA loaders map a LoRA's keys through state_dict()
+    # (comfy.lora.model_lora_keys_unet) and add_patches keeps the patches whose key it holds.
+    def state_dict(self, *args, **kwargs):
+        return dict(getattr(self, "group_weights", {}))
+
     def memory_required(self, input_shape, cond_shapes={}):  # noqa: B006 (ComfyUI's signature)
         # ComfyUI compares this with free memory in this process to decide whether cond and uncond
         # share one call, and frees that much before sampling. Nothing runs here: always one call per
@@ -62,13 +69,26 @@ class GroupBaseModel:
 
 
 class GroupModelPatcher(comfy.model_patcher.ModelPatcher):
-    """ComfyUI's ModelPatcher for the group model; what would change weights here is refused by name."""
+    """ComfyUI's ModelPatcher for the group model.
+
+    Weight patches (ComfyUI's LoRA loaders: LoraLoaderModelOnly, LoraLoader's model side) are kept here
+    as ComfyUI keeps them (`patches`, a clone per LoRA node) and applied by the ranks with ComfyUI's own
+    patching on their copy of the weights (NOTE [node patches] in nodes/group_model/patches.py). What
+    would run Python on the weights here (hooks, wrappers, injections, patch functions) is refused by name.
+    """
+
+    def model_size(self):
+        # The weight names (GroupBaseModel.state_dict) are meta tensors: nothing to load or free here.
+        return 0
 
     def add_patches(self, patches, strength_patch=1.0, strength_model=1.0):
-        raise ValueError(
-            f"LoRAs cannot be applied to this MODEL by ComfyUI's LoRA loaders: {WEIGHTS_LIVE_IN_WORKERS}. "
-            "Choose the LoRA in the MGPU Loader (lora_name) instead"
-        )
+        for key in patches:
+            if not isinstance(key, str) and len(key) > 2 and key[2] is not None:
+                raise ValueError(
+                    f"a weight patch of {key[0]!r} with a function ({origin_of(key[2])}) cannot run in the "
+                    f"worker group: {WEIGHTS_LIVE_IN_WORKERS}; remove the node that adds it"
+                )
+        return super().add_patches(patches, strength_patch, strength_model)
 
     def add_hook_patches(self, hook, patches, strength_patch=1.0, strength_model=1.0):
         raise ValueError(f"weight hooks (LoRA hooks) cannot patch this MODEL: {WEIGHTS_LIVE_IN_WORKERS}")
@@ -116,5 +136,13 @@ def group_model_from_config(
         )
     model.__class__ = type(f"Group{type(model).__name__}", (GroupBaseModel, type(model)), {})
     model.diffusion_model = GroupDiffusionModel(call, source, dtype)
+    model.group_weights = {
+        "diffusion_model." + key[len(prefix) :]: tensor
+        for key, tensor in (state_dict or {}).items()
+        if key.startswith(prefix)
+    }
+    # The patches of the clone now sampling (ComfyUI's pre_run sets current_patcher): they travel with
+    # every model call. A closure, not an attribute holding the model: nn.Module would adopt it.
+    model.diffusion_model.call.bind_patches(lambda: getattr(model.current_patcher, "patches", None) or {})
     model.device = device
     return GroupModelPatcher(model, load_device=device, offload_device=mm.unet_offload_device())

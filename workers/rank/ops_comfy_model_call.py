@@ -28,17 +28,34 @@ def _comfy_model(job):
     return model
 
 
+def _live_patcher(job, model, request: ComfyModelCall | ComfyTextEmbeds):
+    """The rank's patcher with the request's weight patches (NOTE [node patches]), made live."""
+    from ..engine.comfy.node_patches import PatchSets, make_live, patched_patcher
+
+    patches = {}
+    if request.patch_token:
+        sets = job.runtime.state.setdefault("node_patch_sets", PatchSets())
+        try:
+            patches = sets.get(request.patch_token, request.patches)
+        except ValueError as exc:  # alike on every rank: all hold the same sets
+            raise InputRejected(str(exc)) from exc
+    patcher = patched_patcher(model, request.patch_token, patches)
+    make_live(patcher)
+    return patcher
+
+
 @op(ComfyModelCall)
 def model_call(job, request: ComfyModelCall) -> dict:
     from ..engine.comfy.model_call import ConditioningCache, ModelCallServer, decode_call
 
     rt = job.runtime
     model = _comfy_model(job)
+    patcher = _live_patcher(job, model, request)
     # Kept with the model, so a model replaced by load_model / unload_model takes its SP clone along.
     server = model.extras.get("model_call")
-    if server is None or not server.serves(model):
+    if server is None or not server.serves(patcher):
         try:
-            server = ModelCallServer(model, model.extras["exchange"])
+            server = ModelCallServer(patcher, model.extras["exchange"])
         except ValueError as exc:  # more ranks than heads
             raise InputRejected(str(exc)) from exc
         model.extras["model_call"] = server
@@ -89,5 +106,6 @@ def text_embeds(job, request: ComfyTextEmbeds) -> dict:
     from ..engine.comfy.model_call import text_embeds as run
 
     rt = job.runtime
-    out = run(_comfy_model(job), request.context, request.unprocessed, rt.device)
+    model = _comfy_model(job)
+    out = run(_live_patcher(job, model, request), request.context, request.unprocessed, rt.device)
     return {"embeds": wire.inline_tensor(out)} if rt.rank == 0 else {}

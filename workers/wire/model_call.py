@@ -26,6 +26,9 @@ import torch
 
 TAG_INLINE, TAG_STORE, TAG_CACHED = "__inline__", "__store__", "__cached__"
 TAG_SIZE, TAG_UUID = "__size__", "__uuid__"
+# A weight adapter of a ComfyUI weight patch (NOTE [node patches] in nodes/group_model/patches.py):
+# its class name in comfy.weight_adapter, "loaded_keys" and "weights".
+TAG_ADAPTER = "__adapter__"
 # Tensors below this travel inside the pickled message: a shared-memory segment costs an open,
 # ftruncate, mmap and unlink on each side (~50 us), more than copying 64 KiB through the socket.
 INLINE_MAX_BYTES = 64 * 1024

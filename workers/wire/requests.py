@@ -647,6 +647,10 @@ class ComfyModelCall(Request):
     call: dict[str, Any]
     out: list[Output]
     drop: tuple[int, ...] = ()
+    # The sampling clone's weight patches (ComfyUI's LoRA loaders; NOTE [node patches]): "" none,
+    # else the token of the set; `patches` its wire form when the ranks may not hold it yet.
+    patch_token: str = ""
+    patches: list[Any] | None = None
 
     def check(self) -> None:
         if not self.streams or len(self.streams) != len(self.out):
@@ -664,6 +668,8 @@ class ComfyTextEmbeds(Request):
     USES_LORAS: ClassVar[bool] = True
     context: torch.Tensor
     unprocessed: bool = False
+    patch_token: str = ""  # as in ComfyModelCall
+    patches: list[Any] | None = None
 
     def check(self) -> None:
         if self.context.dim() != 3:

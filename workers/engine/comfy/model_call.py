@@ -11,7 +11,6 @@ import comfy.patcher_extension
 import torch
 
 from ...wire import model_call as wire
-from .model import ComfyModel
 from .sequence_parallel import SequenceParallel
 
 # Conditioning caches kept at once (one per UI model token): two MODEL outputs in one graph (stage 1
@@ -58,19 +57,22 @@ def decode_call(call: Any, cache: dict[int, torch.Tensor], device: torch.device)
 
 
 class ModelCallServer:
-    """One rank's SP-patched clone of its ComfyUI model; rebuilt when the model (or its LoRA set) changes.
+    """One rank's SP-patched clone of a patcher of its ComfyUI model (the loader's LoRAs and the MODEL's
+    weight patches applied); rebuilt when that patcher changes.
 
     `forward` is collective (every rank calls it with the same arguments); it returns the full output
     streams, identical on every rank.
     """
 
-    def __init__(self, model: ComfyModel, exchange: Any) -> None:
-        self.source = model.patcher
-        self.parallel = SequenceParallel.for_model(exchange, model.diffusion_model)  # ValueError: heads
-        self.patcher = self.parallel.patch(model.patcher)
+    def __init__(self, patcher: Any, exchange: Any) -> None:
+        self.source = patcher
+        self.parallel = SequenceParallel.for_model(
+            exchange, patcher.model.diffusion_model
+        )  # ValueError: heads
+        self.patcher = self.parallel.patch(patcher)
 
-    def serves(self, model: ComfyModel) -> bool:
-        return self.source is model.patcher
+    def serves(self, patcher: Any) -> bool:
+        return self.source is patcher
 
     def forward(self, streams: list[torch.Tensor], call: dict) -> list[torch.Tensor]:
         # What _calc_cond_batch does with the patcher's own options: merged over the call's.
@@ -86,11 +88,10 @@ class ModelCallServer:
         return [out] if torch.is_tensor(out) else list(out)
 
 
-def text_embeds(
-    model: ComfyModel, context: torch.Tensor, unprocessed: bool, device: torch.device
-) -> torch.Tensor:
-    """LTXAVModel.preprocess_text_embeds on this rank's model (LoRAs applied), as extra_conds calls it."""
-    base = model.patcher.model
+def text_embeds(patcher: Any, context: torch.Tensor, unprocessed: bool, device: torch.device) -> torch.Tensor:
+    """LTXAVModel.preprocess_text_embeds on this rank's live `patcher` (LoRAs applied), as extra_conds
+    calls it."""
+    base = patcher.model
     with torch.inference_mode():
         return base.diffusion_model.preprocess_text_embeds(
             context.to(device=device, dtype=base.get_dtype_inference()), unprocessed=unprocessed

@@ -1,0 +1,97 @@
+"""The group MODEL's weight patches on a rank (NOTE [node patches] in nodes/group_model/patches.py):
+the patch set a ComfyUI LoRA loader made in the UI process, added to a clone of this rank's patcher
+and made live with ComfyUI's own loading. Import only after bootstrap.import_comfyui.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import torch
+
+from ...wire import model_call as wire
+from .model import ComfyModel
+
+# Patch sets kept at once, by token: two MODEL outputs of one graph with different LoRAs (stage 1
+# and stage 2) alternate without resending. Each holds a copy of its LoRA tensors in host memory,
+# as the UI process does (the distilled LoRA of the 22B: ~1 GB in bf16).
+SETS_KEPT = 2
+
+
+class PatchSets:
+    """Decoded patch sets by token, most recently used last; every rank holds the same."""
+
+    def __init__(self) -> None:
+        self._by_token: dict[str, dict[str, list[tuple]]] = {}
+
+    def get(self, token: str, encoded: list | None) -> dict[str, list[tuple]]:
+        """The set `token` names, stored from `encoded` when given. ValueError starting with
+        wire.CACHE_MISS when neither is here (the UI then sends the set again)."""
+        if encoded is not None:
+            patches = decode_patch_set(encoded)
+        else:
+            patches = self._by_token.pop(token, None)
+            if patches is None:
+                raise ValueError(f"{wire.CACHE_MISS} weight patch set {token} is not held here")
+        self._by_token.pop(token, None)
+        while len(self._by_token) >= SETS_KEPT:
+            self._by_token.pop(next(iter(self._by_token)))
+        self._by_token[token] = patches
+        return patches
+
+
+def decode_patch_set(encoded: list) -> dict[str, list[tuple]]:
+    """The wire form back into ComfyUI's ModelPatcher.patches entries; tensors copied out of the
+    request's shared memory (unlinked after the job). ValueError for an adapter ComfyUI lacks here."""
+    return {
+        key: [(sp, _adapter(adapter), sm, _tuple(offset), None) for sp, adapter, sm, offset in entries]
+        for key, entries in encoded
+    }
+
+
+def _adapter(value: Any) -> Any:
+    import comfy.weight_adapter
+
+    if isinstance(value, dict) and wire.TAG_ADAPTER in value:
+        cls = getattr(comfy.weight_adapter, value[wire.TAG_ADAPTER], None)
+        if not (isinstance(cls, type) and issubclass(cls, comfy.weight_adapter.WeightAdapterBase)):
+            raise ValueError(
+                f"the workers' ComfyUI has no weight adapter {value[wire.TAG_ADAPTER]!r}; run the workers "
+                "with the ComfyUI that made the patch"
+            )
+        return cls(set(value["loaded_keys"]), _tuple(value["weights"]))
+    return _tuple(value)
+
+
+def _tuple(value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        return value.clone()
+    if isinstance(value, list | tuple):
+        return type(value)(_tuple(item) for item in value)
+    return value
+
+
+def patched_patcher(model: ComfyModel, token: str, patches: dict[str, list[tuple]]) -> Any:
+    """A clone of the rank's patcher (the loader's LoRAs fused) with `patches` after its own, as a
+    LoRA node after the loader's LoRA makes it; kept per (token, patcher) in model.extras."""
+    if not token:
+        return model.patcher
+    kept = model.extras.get("node_patches")
+    if kept is not None and kept[0] == token and kept[1] is model.patcher:
+        return kept[2]
+    clone = model.patcher.clone()
+    for key, entries in patches.items():
+        clone.patches[key] = [*clone.patches.get(key, []), *entries]
+    clone.patches_uuid = uuid.uuid4()
+    model.extras["node_patches"] = (token, model.patcher, clone)
+    return clone
+
+
+def make_live(patcher: Any) -> None:
+    """Make `patcher`'s patch set the one in the shared weights: ComfyUI restores the previous set's
+    weights from its backup and patches this one (comfy.model_patcher load / partially_load)."""
+    import comfy.model_management as mm
+
+    if patcher.model.current_weight_patches_uuid != patcher.patches_uuid:
+        mm.load_models_gpu([patcher], force_full_load=True)
