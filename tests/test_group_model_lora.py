@@ -109,7 +109,7 @@ def test_weight_patches_with_a_function_are_refused(group_model):  # noqa: F811
         return weight * 2
 
     key = next(iter(group_model.model.state_dict()))
-    with pytest.raises(ValueError, match="with a function .*scale.*remove the node"):
+    with pytest.raises(ValueError, match=r"with a function .*scale.*remove the node"):
         group_model.clone().add_patches({(key, None, scale): ("diff", (torch.zeros(1),))}, 1.0)
     with pytest.raises(ValueError, match="weight hooks"):
         group_model.clone().add_hook_patches(None, {}, 1.0)

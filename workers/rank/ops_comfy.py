@@ -74,6 +74,7 @@ def is_comfy_model(model: object) -> bool:
 def sample_comfy(job, request: Sample) -> dict:
     """The "sample" command on a ComfyModel: ComfyUI's guider and sampler, the model call SP-split."""
     from ..engine.comfy import sampling
+    from ..engine.comfy.node_patches import make_live
     from ..engine.comfy.sequence_parallel import SequenceParallel
     from .ops_sampling import check_split
 
@@ -85,6 +86,7 @@ def sample_comfy(job, request: Sample) -> dict:
         parallel = SequenceParallel.for_model(exchange, model.diffusion_model)
     except ValueError as exc:  # more ranks than heads
         raise InputRejected(str(exc)) from exc
+    make_live(model.patcher)  # a group MODEL call may have left a LoRA node's patches in the weights
     patcher = parallel.patch(model.patcher)
     agree_batching(job, patcher)
     positive = conditioning(request.positive, request.frame_rate)

@@ -15,6 +15,7 @@ import torch
 
 from ...strategies import tiled
 from .model import ComfyModel
+from .node_patches import make_live
 from .sampling import StepCallback, sample
 from .tiled_cond_batch import Reduce, TiledCondBatch, check_conditioning
 
@@ -63,6 +64,7 @@ def denoise_tiled(
 
     samples = latent["samples"]
     shapes = [t.shape for t in samples.unbind()] if samples.is_nested else [samples.shape]
+    make_live(model.patcher)  # a group MODEL call may have left a LoRA node's patches in the weights
     patcher = model.patcher.clone()
     patcher.add_wrapper_with_key(
         comfy.patcher_extension.WrappersMP.CALC_COND_BATCH,
