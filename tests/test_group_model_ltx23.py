@@ -40,3 +40,30 @@ def test_group_model_matches_native_on_ltx23(comfy23, ranks):  # noqa: F811
     finally:
         get_manager().unload()
     assert_no_leaks()
+
+
+@pytest.mark.parametrize("ranks", [1, 2])
+def test_lora_node_on_group_model_matches_native_on_ltx23(comfy23, ranks):  # noqa: F811
+    """The template's LoraLoaderModelOnly (the tiny distilled LoRA at 0.5) on the MGPU Loader's MODEL
+    against the same node on CheckpointLoaderSimple's MODEL (NOTE [node patches])."""
+    from ltx2_mgpu.nodes.loader import LTX2MGPULoader
+
+    c = comfy23
+    _, model, _info = LTX2MGPULoader().load(c.files.checkpoint.name, f"cpu:{ranks}", "float32")
+    try:
+        results = []
+        for sampled in (c.model, model):
+            (patched,) = c.nodes.LoraLoaderModelOnly().load_lora_model_only(sampled, c.lora.name, 0.5)
+            positive, negative, latent, sigmas = av_inputs(c)
+            (guider,) = c.cs.CFGGuider.execute(patched, positive, negative, 3.0)
+            (noise,) = c.cs.RandomNoise.execute(SEED)
+            (sampler,) = c.cs.KSamplerSelect.execute("euler_ancestral")
+            with torch.inference_mode():
+                out = c.cs.SamplerCustomAdvanced.execute(noise, guider, sampler, sigmas, latent)[0]
+            results.append(streams(out["samples"]))
+        found = [relative(a, b) for a, b in zip(results[1], results[0])]
+        print(f"\n[group MODEL + LoRA node] LTX-2.3 {ranks} ranks: rel {[f'{r:.2e}' for _, r in found]}")
+        assert len(found) == 2 and all(rel <= 1e-5 for _, rel in found), found
+    finally:
+        get_manager().unload()
+    assert_no_leaks()

@@ -105,6 +105,12 @@ def encode_adapter(adapter: Any, where: str) -> Any:
 
 def _plain(value: Any, where: str) -> Any:
     """Tensors (shared memory on the way), numbers, strings, None, and tuples / lists of those."""
+    if isinstance(value, torch.Tensor) and value.is_meta:
+        raise ValueError(
+            f"{where} holds a weight of the MGPU Loader's MODEL itself, which lives in the worker group: "
+            "a node that merges or copies model weights (ModelMerge*) cannot run on this MODEL; use "
+            "CheckpointLoaderSimple's MODEL for it"
+        )
     if value is None or isinstance(value, bool | int | float | str | torch.Tensor):
         return value
     if isinstance(value, list | tuple):
