@@ -52,8 +52,8 @@ def test_lora_node_on_group_model_matches_native_on_ltx23(comfy23, ranks):  # no
     _, model, _info = LTX2MGPULoader().load(c.files.checkpoint.name, f"cpu:{ranks}", "float32")
     try:
         results = []
-        for sampled in (c.model, model):
-            (patched,) = c.nodes.LoraLoaderModelOnly().load_lora_model_only(sampled, c.lora.name, 0.5)
+        for sampled, strength in ((c.model, 0.5), (model, 0.5), (c.model, 0.0)):
+            (patched,) = c.nodes.LoraLoaderModelOnly().load_lora_model_only(sampled, c.lora.name, strength)
             positive, negative, latent, sigmas = av_inputs(c)
             (guider,) = c.cs.CFGGuider.execute(patched, positive, negative, 3.0)
             (noise,) = c.cs.RandomNoise.execute(SEED)
@@ -64,6 +64,8 @@ def test_lora_node_on_group_model_matches_native_on_ltx23(comfy23, ranks):  # no
         found = [relative(a, b) for a, b in zip(results[1], results[0])]
         print(f"\n[group MODEL + LoRA node] LTX-2.3 {ranks} ranks: rel {[f'{r:.2e}' for _, r in found]}")
         assert len(found) == 2 and all(rel <= 1e-5 for _, rel in found), found
+        # The LoRA matters here: the base (strength 0) is far off.
+        assert max(rel for _, rel in (relative(a, b) for a, b in zip(results[2], results[0]))) > 1e-3
     finally:
         get_manager().unload()
     assert_no_leaks()
