@@ -10,10 +10,13 @@ shim (tests/comfyui_test_shims/). Both sides run float32: `--fp32-unet` for Chec
 MODEL (on CPU ComfyUI would pick bf16 for it) and `--fp32-text-enc` for the text encoder's wrapper
 (fp16 otherwise; Gemma itself stays in its file's dtype, bf16), weight_dtype float32 on the MGPU Loader.
 
-Swap: the MGPU Loader (2 CPU ranks) feeds every MODEL input that the checkpoint's MODEL fed. The
-templates put the distilled LoRA on it with LoraLoaderModelOnly: the literal swap keeps that node (its
-patches run on the ranks, NOTE [node patches] in nodes/group_model/patches.py); a second run takes the
-LoRA in the loader (lora_name, lora_strength) in that node's place.
+Swap: the MGPU Loader (2 CPU ranks) feeds every MODEL input that the checkpoint's MODEL fed (LTX-2.5:
+UNETLoader's, the loader taking the template's two VAELoader files; the parity runs pick the bf16
+transformer in UNETLoader, the template's int8 convrot one is an expected failure for now, see its
+marker). The 2.3 templates put the distilled LoRA on it with LoraLoaderModelOnly (the 2.5 ones are
+distilled models, no LoRA): the literal swap keeps that node (its patches run on the ranks, NOTE [node
+patches] in nodes/group_model/patches.py); a second run takes the LoRA in the loader (lora_name,
+lora_strength) in that node's place.
 Compared: the saved video (frames, size, fps, audio) and the latents before decode (SaveLatent added to
 both graphs on the last LTXVSeparateAVLatent) within 1e-5 of their largest magnitude. Our heavy nodes
 in the same graph: Distributed VAE Decode (tiled) for VAEDecodeTiled, compared on the float32 frames
@@ -55,14 +58,25 @@ RELEASED_23 = {
     "loras": DISTILLED_LORA_23,
     "text_loras": "gemma-3-12b-it-abliterated_lora_rank64_bf16.safetensors",
 }
-I2V_IMAGE = "egyptian_queen.png"  # the name the i2v template's LoadImage asks for
+RELEASED_25 = {  # the split files of the 2.5 templates; the prompt enhancer's Gemma is never loaded (off)
+    "diffusion_models": "ltx-2.5-22b-distilled-transformer-comfy-int8-convrot.safetensors",
+    "video_vae": "ltx-2.5-video-vae-bf16.safetensors",
+    "audio_vae": "ltx-2.5-audio-vae-bf16.safetensors",
+    "text_encoders": "gemma4-12b-with-proj-ltx-2.5-comfy-int8-convrot.safetensors",
+    "prompt_enhancer": "gemma4_e2b_it_int8_convrot.safetensors",
+    "latent_upscale_models": "ltx-2.5-latent-spatial-upscaler-x2-bf16-1.0.safetensors",
+}
+I2V_IMAGES = ("egyptian_queen.png", "neon_cyborg_portrait.png")  # what the i2v templates' LoadImage asks for
 # CPU scale on the subgraph's face: stage 1 samples at half size (64x64, latent 2x2), stage 2 at
 # 128x128; 1 s at 8 fps = 9 frames (2 latent frames). The face labels are per template (LTX-2.5's t2v
 # says frame_rate where 2.3 says fps): adding a template is an entry in FACES and its files in `server`.
 WIDTH, HEIGHT, FPS, DURATION_S = 128, 128, 8, 1
 FRAMES = DURATION_S * FPS + 1
 FACE_23 = {"width": WIDTH, "height": HEIGHT, "duration": DURATION_S, "fps": FPS, "prompt_enhance": False}
-FACES = {"video_ltx2_3_t2v": FACE_23, "video_ltx2_3_i2v": FACE_23}
+FACE_25 = {k: v for k, v in FACE_23.items() if k != "fps"} | {"frame_rate": FPS}
+FACES = {
+    "video_ltx2_3_t2v": FACE_23, "video_ltx2_3_i2v": FACE_23, "video_ltx2_5_t2v": FACE_25, "video_ltx2_5_i2v": FACE_25,
+}  # fmt: skip
 TOLERANCE = 1e-5  # of the largest magnitude, float32 (issue 18)
 # Decoded frames: tests/test_comfy_vae_ltx23.py's bound for our decode against ComfyUI's on the same
 # latent, widened to TOLERANCE because here the latents themselves differ by up to TOLERANCE.
@@ -88,7 +102,7 @@ def templates(pytestconfig) -> Path:
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory) -> Iterator[ComfyUIServer]:
+def server(tmp_path_factory, tiny25) -> Iterator[ComfyUIServer]:
     from ltx23_fixtures import tiny_gemma_sizes
 
     from ltx2_mgpu.workers.embedded.tiny_gemma import make_tiny_gemma
@@ -105,6 +119,16 @@ def server(tmp_path_factory) -> Iterator[ComfyUIServer]:
         "text_encoders": [(RELEASED_23["text_encoders"], gemma)],
         "loras": [(DISTILLED_LORA_23, lora), (RELEASED_23["text_loras"], text_lora)],
     }
+    for folder, name, source in (
+        ("diffusion_models", RELEASED_25["diffusion_models"], tiny25.transformer_int8),
+        ("diffusion_models", tiny25.transformer.name, tiny25.transformer),
+        ("vae", RELEASED_25["video_vae"], tiny25.video_vae),
+        ("vae", RELEASED_25["audio_vae"], tiny25.audio_vae),
+        ("text_encoders", RELEASED_25["text_encoders"], tiny25.text_encoder),
+        ("text_encoders", RELEASED_25["prompt_enhancer"], tiny25.text_encoder),
+        ("latent_upscale_models", RELEASED_25["latent_upscale_models"], tiny25.spatial_upscaler),
+    ):
+        sources.setdefault(folder, []).append((name, source))
     models = {}
     for folder, pairs in sources.items():
         models[folder] = []
@@ -120,9 +144,22 @@ def server(tmp_path_factory) -> Iterator[ComfyUIServer]:
     (layout.custom_nodes / SHIM_FOLDER / "tiny_gemma_sizes.json").write_text(
         json.dumps(tiny_gemma_sizes(gemma))
     )
-    _write_image(layout.base / "input" / I2V_IMAGE)
+    (layout.custom_nodes / SHIM_FOLDER / "tiny_gemma4.json").write_text(json.dumps(tiny_gemma4_config()))
+    for image in I2V_IMAGES:
+        _write_image(layout.base / "input" / image)
     with ComfyUIServer(comfyui_root(), layout, extra_args=["--fp32-unet", "--fp32-text-enc"]) as running:
         yield running
+
+
+def tiny_gemma4_config() -> dict:
+    """What the test shim sets on ComfyUI's Gemma 4 12B config: class constants and the sizes."""
+    from ltx2_mgpu.workers.embedded import tiny_gemma4 as tiny
+
+    constants = {
+        "head_dim": tiny.HEAD_DIM, "global_head_dim": tiny.GLOBAL_HEAD_DIM, "vision_config": tiny.VISION_CONFIG,
+        "audio_config": tiny.AUDIO_CONFIG, "suppress_tokens": [],
+    }  # fmt: skip
+    return {"class": constants, "sizes": tiny.tiny_gemma4_config_overrides()}
 
 
 @pytest.fixture(scope="module")
@@ -164,18 +201,27 @@ def tiny_prompt(object_info: dict, templates: Path, name: str, label: str) -> di
 
 
 def swap_loader(prompt: dict, *, lora_in_loader: bool) -> dict:
-    """The MGPU Loader's MODEL wherever CheckpointLoaderSimple's MODEL went; with `lora_in_loader`, the
-    distilled LoRA moves from LoraLoaderModelOnly into the loader (that node's consumers take the
-    loader's MODEL). Every other node unchanged."""
+    """The MGPU Loader's MODEL wherever CheckpointLoaderSimple's MODEL went (LTX-2.5: UNETLoader's, with
+    the VAELoaders' files for video and audio); with `lora_in_loader`, the distilled LoRA moves from
+    LoraLoaderModelOnly into the loader (that node's consumers take the loader's MODEL; the 2.5
+    templates have none). Every other node unchanged."""
     graph = copy.deepcopy(prompt)
-    (checkpoint,) = nodes_of(graph, "CheckpointLoaderSimple")
+    (checkpoint,) = nodes_of(graph, "CheckpointLoaderSimple") + nodes_of(graph, "UNETLoader")
     replaced = [checkpoint]
+    inputs = graph[checkpoint]["inputs"]
     loader_inputs = {
-        "ckpt_name": graph[checkpoint]["inputs"]["ckpt_name"],
+        "ckpt_name": inputs.get("ckpt_name", inputs.get("unet_name")),
         "gpus": "cpu:2",
         "weight_dtype": "float32",
     }
-    if lora_in_loader:
+    if graph[checkpoint]["class_type"] == "UNETLoader":
+        for decoder, vae_input, loader_input in (
+            ("VAEDecodeTiled", "vae", "video_vae_name"), ("LTXVAudioVAEDecode", "audio_vae", "audio_vae_name"),
+        ):  # fmt: skip
+            (node,) = nodes_of(graph, decoder)
+            vae_loader = graph[node]["inputs"][vae_input][0]
+            loader_inputs[loader_input] = graph[vae_loader]["inputs"]["vae_name"]
+    if lora_in_loader and nodes_of(graph, "LoraLoaderModelOnly"):
         (lora,) = nodes_of(graph, "LoraLoaderModelOnly")
         lora_inputs = graph.pop(lora)["inputs"]
         assert lora_inputs["model"] == [checkpoint, 0], "the template's LoRA sits on the checkpoint's MODEL"
@@ -277,15 +323,41 @@ def assert_same_video(native: RunResult, ours: RunResult) -> None:
         assert error <= TOLERANCE, f"{kind} latent differs by {error:.2e} of its largest magnitude"
 
 
-@pytest.mark.parametrize("template", ["video_ltx2_3_t2v", "video_ltx2_3_i2v"])
-def test_template_with_the_mgpu_loaders_model_matches_native(server, object_info, templates, template):
-    native = run(server, tiny_prompt(object_info, templates, template, f"{template}_native"))
+def bf16_transformer(prompt: dict) -> dict:
+    """The bf16 transformer picked in the 2.5 templates' UNETLoader (they name the int8 convrot one)."""
+    from ltx2_mgpu.workers.embedded.tiny_ltx25 import TRANSFORMER_FILE_NAME
+
+    for node_id in nodes_of(prompt, "UNETLoader"):
+        prompt[node_id]["inputs"]["unet_name"] = TRANSFORMER_FILE_NAME
+    return prompt
+
+
+def run_native_and_swapped(server, object_info, templates, template: str, pick=lambda prompt: prompt):
+    native = run(server, pick(tiny_prompt(object_info, templates, template, f"{template}_native")))
     ours = run(
         server,
-        swap_loader(tiny_prompt(object_info, templates, template, f"{template}_mgpu"), lora_in_loader=True),
+        swap_loader(
+            pick(tiny_prompt(object_info, templates, template, f"{template}_mgpu")), lora_in_loader=True
+        ),
     )
     print(f"{template}: native {native.wall_s:.0f} s, MGPU Loader's MODEL (2 CPU ranks) {ours.wall_s:.0f} s")
-    assert_same_video(native, ours)
+    return native, ours
+
+
+@pytest.mark.parametrize("template", list(FACES))
+def test_template_with_the_mgpu_loaders_model_matches_native(server, object_info, templates, template):
+    assert_same_video(*run_native_and_swapped(server, object_info, templates, template, bf16_transformer))
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="measured, cause not found yet: on the int8 convrot file (both sides report float32 weights and "
+    "manual cast) the MGPU Loader's latent differs from native by 1.16e-2 of the largest magnitude (video; "
+    "the bf16 file: 3.5e-7), though tests/test_comfy_ltx25_nodes.py's in-process int8 sampler check holds 1e-5",
+)
+def test_ltx25_template_as_released_int8_convrot_matches_native(server, object_info, templates):
+    """video_ltx2_5_t2v with the transformer it names (int8 convrot), loader swapped: same latents."""
+    assert_same_video(*run_native_and_swapped(server, object_info, templates, "video_ltx2_5_t2v"))
 
 
 @pytest.mark.parametrize("template", ["video_ltx2_3_t2v", "video_ltx2_3_i2v"])

@@ -8,6 +8,9 @@ sizes come from tiny_gemma_sizes.json next to this file (written by the test). T
 as tests/ltx23_fixtures.py makes in process: no 12B vision tower and projector (not on the text path,
 minutes to build on a CPU), the tiny head_dim (a class constant) and the tiny sizes through sd1_clip's
 "_model_config" override. Applied at import; it adds no nodes.
+ComfyUI sizes Gemma 4 for 12B likewise (comfy/text_encoders/gemma4.py): with tiny_gemma4.json next
+to this file, its config class takes the tiny head sizes and embedder configs (class constants) and a
+Gemma 4 file (found by its audio projector) gets the tiny Gemma 4 sizes instead of Gemma 3's.
 """
 
 import json
@@ -15,29 +18,43 @@ from pathlib import Path
 
 import comfy.clip_model
 import comfy.sd
+import comfy.text_encoders.gemma4 as gemma4
 import comfy.text_encoders.llama as llama
 import comfy.utils
 import folder_paths
 import torch
+from safetensors import safe_open
 
 SIZES = json.loads((Path(__file__).parent / "tiny_gemma_sizes.json").read_text())
+GEMMA4_FILE = Path(__file__).parent / "tiny_gemma4.json"
+GEMMA4 = json.loads(GEMMA4_FILE.read_text()) if GEMMA4_FILE.exists() else None
+GEMMA4_KEY = "audio_projector.embedding_projection.weight"  # Gemma 4 12B's; Gemma 3 has none
 
 comfy.clip_model.CLIPVision = lambda *a, **k: torch.nn.Module()
 llama.Gemma3MultiModalProjector = lambda *a, **k: torch.nn.Module()
 llama.Gemma3_12B_Config.head_dim = SIZES["head_dim"]
 _load_clip = comfy.sd.load_clip
 _MODEL_CONFIG = {k: v for k, v in SIZES.items() if k != "head_dim"}
+if GEMMA4 is not None:
+    for name, value in GEMMA4["class"].items():
+        setattr(gemma4.Gemma4_12B_Config, name, value)
 
 
-def _load_clip_at_tiny_sizes(*args, model_options=None, **kwargs):
+def _is_gemma4(paths) -> bool:
+    with safe_open(str(paths[0]), framework="pt") as file:
+        return GEMMA4_KEY in file.keys()
+
+
+def _load_clip_at_tiny_sizes(ckpt_paths, *args, model_options=None, **kwargs):
     # sd1_clip reads "<model_name>_model_config" overrides; Gemma's model has no name set.
+    sizes = GEMMA4["sizes"] if GEMMA4 is not None and _is_gemma4(ckpt_paths) else _MODEL_CONFIG
     return _load_clip(
-        *args, model_options={**(model_options or {}), "_model_config": dict(_MODEL_CONFIG)}, **kwargs
+        ckpt_paths, *args, model_options={**(model_options or {}), "_model_config": dict(sizes)}, **kwargs
     )
 
 
 comfy.sd.load_clip = _load_clip_at_tiny_sizes
-print("[test shim] ComfyUI's Gemma 3 loaders build the tiny Gemma:", SIZES)
+print("[test shim] ComfyUI's Gemma loaders build the tiny Gemma 3 / 4:", SIZES, GEMMA4)
 
 
 class SaveImageTensor:
