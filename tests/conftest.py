@@ -53,7 +53,8 @@ def _no_comfyui_left_for_the_next_module() -> Iterator[None]:
 
     root = Path(raw).expanduser().resolve()
     added = set(sys.modules) - before
-    removed = {n for n in added if _is_under(sys.modules[n], root)}
+    # By place, and by name: stand-ins such as the demo's comfy.nested_tensor (no file) count too.
+    removed = {n for n in added if _is_under(sys.modules[n], root) or n.split(".")[0] in COMFYUI_TOP_LEVEL}
     # And our modules that hold those at module level (nodes/group_model/model.py imports comfy.*): left
     # in place, the next module's ComfyUI would mix with this one's classes and settings.
     # (ComfyUI's own modules are gone from sys.modules by now when comfyui_in_process imported them.)
