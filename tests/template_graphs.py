@@ -52,6 +52,14 @@ UPLOAD_OPTIONS = ("image_upload", "video_upload", "audio_upload")
 # ----- the template files ------------------------------------------------------------------------
 
 
+def templates_cache(pytestconfig, tmp_path_factory) -> Path:
+    """pytest's cache folder for the download; a temporary one under `-p no:cacheprovider`."""
+    cache = getattr(pytestconfig, "cache", None)
+    if cache is None:
+        return tmp_path_factory.mktemp("comfyui-workflow-templates")
+    return Path(cache.mkdir("comfyui-workflow-templates"))
+
+
 def fetch_templates(cache_dir: Path, python: str = sys.executable) -> Path:
     """The folder of the pinned release's template JSON files, downloaded with pip into `cache_dir`
     on first use (a wheel from the package index, unpacked there)."""

@@ -43,7 +43,7 @@ from comfyui_harness import (
     make_layout,
     saved_files,
 )
-from template_graphs import fetch_templates, load_template, nodes_of, set_face, ui_to_prompt
+from template_graphs import fetch_templates, load_template, nodes_of, set_face, templates_cache, ui_to_prompt
 
 pytestmark = pytest.mark.comfyui
 
@@ -97,8 +97,8 @@ class RunResult:
 
 
 @pytest.fixture(scope="module")
-def templates(pytestconfig) -> Path:
-    return fetch_templates(Path(pytestconfig.cache.mkdir("comfyui-workflow-templates")))
+def templates(pytestconfig, tmp_path_factory) -> Path:
+    return fetch_templates(templates_cache(pytestconfig, tmp_path_factory))
 
 
 @pytest.fixture(scope="module")

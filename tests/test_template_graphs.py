@@ -18,6 +18,7 @@ from template_graphs import (
     load_template,
     nodes_of,
     set_face,
+    templates_cache,
     ui_to_prompt,
 )
 
@@ -25,8 +26,8 @@ pytestmark = pytest.mark.comfyui
 
 
 @pytest.fixture(scope="module")
-def templates(pytestconfig) -> Path:
-    return fetch_templates(Path(pytestconfig.cache.mkdir("comfyui-workflow-templates")))
+def templates(pytestconfig, tmp_path_factory) -> Path:
+    return fetch_templates(templates_cache(pytestconfig, tmp_path_factory))
 
 
 @pytest.fixture(scope="module")
