@@ -69,9 +69,22 @@ def inputs(native25):  # noqa: F811
     return positive, negative, latent, sigmas
 
 
-def native_sample(native25, model, positive, negative, latent, sigmas) -> list[torch.Tensor]:  # noqa: F811
+def native_sample(
+    native25,  # noqa: F811
+    model,
+    positive,
+    negative,
+    latent,
+    sigmas,
+    guider: str = "dual",
+) -> list[torch.Tensor]:
+    """SamplerCustomAdvanced, two euler_ancestral steps, with the LTX-2.5 templates' LTXVDualCFGGuider
+    ("dual") or CFGGuider ("cfg", the video scale)."""
     cs = native25.cs
-    (guider,) = native25.lt.LTXVDualCFGGuider.execute(model, positive, negative, CFG_VIDEO, CFG_AUDIO)
+    if guider == "dual":
+        (guider,) = native25.lt.LTXVDualCFGGuider.execute(model, positive, negative, CFG_VIDEO, CFG_AUDIO)
+    else:
+        (guider,) = cs.CFGGuider.execute(model, positive, negative, CFG_VIDEO)
     with torch.inference_mode():
         out = cs.SamplerCustomAdvanced.execute(
             cs.RandomNoise.execute(SEED)[0],

@@ -16,6 +16,17 @@ from ltx2_mgpu.workers.group.manager import get_manager
 pytestmark = pytest.mark.comfyui
 
 
+def cfg_sample(c, model) -> list[torch.Tensor]:
+    """SamplerCustomAdvanced + CFGGuider 3, euler_ancestral, on `model` from the tiny AV inputs."""
+    positive, negative, latent, sigmas = av_inputs(c)
+    (guider,) = c.cs.CFGGuider.execute(model, positive, negative, 3.0)
+    (noise,) = c.cs.RandomNoise.execute(SEED)
+    (sampler,) = c.cs.KSamplerSelect.execute("euler_ancestral")
+    with torch.inference_mode():
+        out = c.cs.SamplerCustomAdvanced.execute(noise, guider, sampler, sigmas, latent)[0]
+    return streams(out["samples"])
+
+
 @pytest.mark.parametrize("ranks", [1, 2])
 def test_group_model_matches_native_on_ltx23(comfy23, ranks):  # noqa: F811
     from ltx2_mgpu.nodes.loader import LTX2MGPULoader
@@ -23,15 +34,7 @@ def test_group_model_matches_native_on_ltx23(comfy23, ranks):  # noqa: F811
     c = comfy23
     _, model, _info = LTX2MGPULoader().load(c.files.checkpoint.name, f"cpu:{ranks}", "float32")
     try:
-        results = []
-        for sampled in (c.model, model):
-            positive, negative, latent, sigmas = av_inputs(c)
-            (guider,) = c.cs.CFGGuider.execute(sampled, positive, negative, 3.0)
-            (noise,) = c.cs.RandomNoise.execute(SEED)
-            (sampler,) = c.cs.KSamplerSelect.execute("euler_ancestral")
-            with torch.inference_mode():
-                out = c.cs.SamplerCustomAdvanced.execute(noise, guider, sampler, sigmas, latent)[0]
-            results.append(streams(out["samples"]))
+        results = [cfg_sample(c, sampled) for sampled in (c.model, model)]
         found = [relative(a, b) for a, b in zip(results[1], results[0])]
         print(f"\n[group MODEL] LTX-2.3 {ranks} ranks: rel {[f'{r:.2e}' for _, r in found]}")
         assert len(found) == 2 and all(rel <= 1e-5 for _, rel in found), found
@@ -51,16 +54,9 @@ def test_lora_node_on_group_model_matches_native_on_ltx23(comfy23, ranks):  # no
     c = comfy23
     _, model, _info = LTX2MGPULoader().load(c.files.checkpoint.name, f"cpu:{ranks}", "float32")
     try:
-        results = []
-        for sampled, strength in ((c.model, 0.5), (model, 0.5), (c.model, 0.0)):
-            (patched,) = c.nodes.LoraLoaderModelOnly().load_lora_model_only(sampled, c.lora.name, strength)
-            positive, negative, latent, sigmas = av_inputs(c)
-            (guider,) = c.cs.CFGGuider.execute(patched, positive, negative, 3.0)
-            (noise,) = c.cs.RandomNoise.execute(SEED)
-            (sampler,) = c.cs.KSamplerSelect.execute("euler_ancestral")
-            with torch.inference_mode():
-                out = c.cs.SamplerCustomAdvanced.execute(noise, guider, sampler, sigmas, latent)[0]
-            results.append(streams(out["samples"]))
+        lora = c.nodes.LoraLoaderModelOnly().load_lora_model_only
+        runs = ((c.model, 0.5), (model, 0.5), (c.model, 0.0))
+        results = [cfg_sample(c, lora(sampled, c.lora.name, strength)[0]) for sampled, strength in runs]
         found = [relative(a, b) for a, b in zip(results[1], results[0])]
         print(f"\n[group MODEL + LoRA node] LTX-2.3 {ranks} ranks: rel {[f'{r:.2e}' for _, r in found]}")
         assert len(found) == 2 and all(rel <= 1e-5 for _, rel in found), found

@@ -18,7 +18,7 @@ import pytest
 import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
-from test_comfy_ltx25_nodes import CFG_AUDIO, CFG_VIDEO, RELATIVE_TOLERANCE, inputs, relative
+from test_comfy_ltx25_nodes import RELATIVE_TOLERANCE, inputs, native_sample, relative
 from test_group_model import split_forwards
 from test_tiny_ltx25 import SEED, native25  # noqa: F401
 
@@ -55,23 +55,8 @@ def group_model25(request, native25, tiny25) -> Iterator:  # noqa: F811
 
 
 def sample(native25, model, guider: str) -> list[torch.Tensor]:  # noqa: F811
-    """SamplerCustomAdvanced on `model` with the template's dual-CFG guider or CFGGuider, two
-    euler_ancestral steps from the tiny inputs of test_comfy_ltx25_nodes."""
-    cs, lt = native25.cs, native25.lt
-    positive, negative, latent, sigmas = inputs(native25)
-    if guider == "dual":
-        (guiding,) = lt.LTXVDualCFGGuider.execute(model, positive, negative, CFG_VIDEO, CFG_AUDIO)
-    else:
-        (guiding,) = cs.CFGGuider.execute(model, positive, negative, CFG_VIDEO)
-    with torch.inference_mode():
-        out = cs.SamplerCustomAdvanced.execute(
-            cs.RandomNoise.execute(SEED)[0],
-            guiding,
-            cs.KSamplerSelect.execute("euler_ancestral")[0],
-            sigmas,
-            latent,
-        )[0]
-    return [t.clone() for t in out["samples"].unbind()]
+    """test_comfy_ltx25_nodes' native sampling (dual-CFG or CFGGuider) on `model`, from its tiny inputs."""
+    return native_sample(native25, model, *inputs(native25), guider=guider)
 
 
 def test_the_model_config_is_the_one_unetloader_detects(native25, group_model25):  # noqa: F811
