@@ -7,6 +7,7 @@ from pathlib import Path
 from ..workers.group import console
 from ..workers.group.launcher import PACK_ROOT, parse_devices
 from ..workers.group.manager import MGPUModel
+from ..workers.strategies.guidance_plan import plan_guidance
 from ..workers.wire.backend import BACKEND_LTXCORE, choose_backend
 from ..workers.wire.checks import DTYPES, ForwardMode
 from ..workers.wire.constants import DEFAULT_MAX_VIDEO_TOKENS
@@ -20,6 +21,8 @@ CATEGORY = "LTX-2 MultiGPU"
 MODEL_FOLDERS = ("checkpoints", "diffusion_models")
 # The VAE inputs' first choice: the VAE inside the checkpoint (LTX-2, LTX-2.3 single files).
 FROM_CHECKPOINT = "(from the checkpoint)"
+# guidance_parallel choices -> MGPUModel.guidance_groups (0: the plan's choice per job).
+GUIDANCE_CHOICES = {"auto": 0, "off": 1, "2": 2, "3": 3, "4": 4, "8": 8}
 
 
 class LTX2MGPULoader:
@@ -129,6 +132,16 @@ class LTX2MGPULoader:
                         "ltx-2.5-audio-vae), for the audio of Distributed VAE Decode.",
                     },
                 ),
+                "guidance_parallel": (
+                    list(GUIDANCE_CHOICES),
+                    {
+                        "default": "auto",
+                        "tooltip": "How the SP Sampler spreads a step's guidance passes (cond, uncond, STG, "
+                        "modality) over the GPUs: off = every pass over all GPUs in turn; 2 / 4 / 8 = that many "
+                        "groups, each running its passes over its share of the GPUs (e.g. 4 GPUs: 2 groups x 2); "
+                        "auto = the plan printed on the console. Same video either way.",
+                    },
+                ),
             },
             "hidden": {"unique_id": "UNIQUE_ID"},
         }
@@ -146,6 +159,7 @@ class LTX2MGPULoader:
         fp8_matmul: bool = False,
         video_vae_name: str = FROM_CHECKPOINT,
         audio_vae_name: str = FROM_CHECKPOINT,
+        guidance_parallel: str = "auto",
         unique_id=None,
     ):
         path = comfy.full_path(MODEL_FOLDERS, ckpt_name)
@@ -161,6 +175,7 @@ class LTX2MGPULoader:
             check_vae_is_not_a_checkpoint(path, found.family, vae, role)
         check_vae_files(read_model_file_info(path), video_vae, audio_vae)
         placement = parse_devices(gpus)
+        guidance_groups = guidance_group_count(guidance_parallel, placement.world_size)
         # Inside ComfyUI, mode "comfyui" runs ComfyUI's own model stack in the workers; an unusable
         # ComfyUI named by COMFYUI_PATH is refused here, before any worker starts.
         ltxcore_only = tuple(
@@ -174,6 +189,11 @@ class LTX2MGPULoader:
         backend = choose_backend(PACK_ROOT, mode=mode, ltxcore_only=ltxcore_only)
         if backend.backend == BACKEND_LTXCORE:
             check_ltxcore_serves(found, path.name)
+            if guidance_groups > 1:
+                raise ValueError(
+                    "guidance_parallel runs on ComfyUI's model stack in the workers (mode comfyui, compile_blocks "
+                    "and fp8_matmul off); set guidance_parallel to auto or off for this model"
+                )
         report_family(path.name, found, backend.backend, unique_id)
         model = MGPUModel(
             checkpoint=str(path),
@@ -190,6 +210,7 @@ class LTX2MGPULoader:
             video_vae=video_vae,
             audio_vae=audio_vae,
             family=found.family,
+            guidance_groups=guidance_groups,
         )
         # Also an output: what was found, with the separate VAE files (LTX-2.5).
         description = f"{path.name}: {found.describe()}" + "".join(
@@ -199,6 +220,16 @@ class LTX2MGPULoader:
         )
         jobs.load(model, node_id=unique_id)
         return (model, model_output(model), description)
+
+
+def guidance_group_count(choice: str, world_size: int) -> int:
+    """The loader's guidance_parallel choice as MGPUModel.guidance_groups (0 = planned per job)."""
+    if choice not in GUIDANCE_CHOICES:
+        raise ValueError(f"guidance_parallel {choice!r} is not one of {', '.join(GUIDANCE_CHOICES)}")
+    groups = GUIDANCE_CHOICES[choice]
+    if groups > 1:
+        plan_guidance(world_size, groups, groups)  # ValueError naming the counts that divide the GPUs
+    return groups
 
 
 def model_output(model: MGPUModel):

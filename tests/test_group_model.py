@@ -38,6 +38,8 @@ class Graph:
     keyframe: bool = False  # LTXVAddGuide of one image at the last frame, LTXVCropGuides after
     stg_blocks: str = ""  # LTXVSpatioTemporalGuidance on the MODEL (scale 1)
     ksampler: bool = False  # KSampler (3 steps of the "simple" scheduler) instead of SamplerCustomAdvanced
+    modality_scale: float | None = None  # LTXVModalityGuidance on the MODEL
+    reference_audio: float | None = None  # LTXVReferenceAudio (ID-LoRA) at this identity guidance scale
 
 
 GRAPHS = {
@@ -47,7 +49,11 @@ GRAPHS = {
     "stg-block1": Graph(stg_blocks="1"),
     "dual-cfg": Graph(guider="dual", sampler="euler"),
     "ksampler-simple": Graph(ksampler=True),
+    "modality-3": Graph(modality_scale=3.0, sampler="euler"),
+    "reference-audio-2": Graph(reference_audio=2.0, sampler="euler"),
 }
+# Model calls per step beyond the one for cond and uncond.
+EXTRA_CALLS = {"stg-block1": 1, "modality-3": 1, "reference-audio-2": 1}
 _results: dict[tuple[str, int], list[torch.Tensor]] = {}
 
 
@@ -63,8 +69,9 @@ def group_model(request, comfy, tiny):  # noqa: F811 (the imported fixture)
     assert_no_leaks()
 
 
-def run_graph(comfy, model, graph: Graph) -> list[torch.Tensor]:  # noqa: F811
-    """The graph as a user wires it, on `model`; the LATENT streams it ends with."""
+def run_graph(comfy, model, graph: Graph, sample=None) -> list[torch.Tensor]:  # noqa: F811
+    """The graph as a user wires it, on `model`; the LATENT streams it ends with. `sample(guider,
+    sampler_name, sigmas, latent) -> LATENT` replaces SamplerCustomAdvanced (RandomNoise(SEED))."""
     lt, cs = comfy.lt, comfy.cs
     positive = tiny_conditioning(11, CAPTION_CHANNELS, seed=1)
     negative = tiny_conditioning(6, CAPTION_CHANNELS, seed=2)
@@ -84,6 +91,16 @@ def run_graph(comfy, model, graph: Graph) -> list[torch.Tensor]:  # noqa: F811
         (latent,) = lt.LTXVConcatAVLatent.execute(video, audio)
     if graph.stg_blocks:
         (model,) = lt.LTXVSpatioTemporalGuidance.execute(model, 1.0, graph.stg_blocks, 0.0, 1.0)
+    if graph.modality_scale is not None:
+        (model,) = lt.LTXVModalityGuidance.execute(model, graph.modality_scale, 0.0, 1.0)
+    if graph.reference_audio is not None:
+        sample_rate = getattr(comfy.audio_vae, "audio_sample_rate", 16000)
+        waveform = torch.rand(1, 2, sample_rate, generator=torch.Generator().manual_seed(5)) * 2 - 1
+        with torch.inference_mode():
+            model, positive, negative = lt.LTXVReferenceAudio.execute(
+                model, positive, negative, {"waveform": waveform, "sample_rate": sample_rate},
+                comfy.audio_vae, graph.reference_audio, 0.0, 1.0,
+            )  # fmt: skip
     if graph.ksampler:
         import nodes  # ComfyUI's nodes.py (its root is on sys.path while the fixture runs)
 
@@ -100,7 +117,10 @@ def run_graph(comfy, model, graph: Graph) -> list[torch.Tensor]:  # noqa: F811
     (sampler,) = cs.KSamplerSelect.execute(graph.sampler)
     (sigmas,) = cs.ManualSigmas.execute(SIGMAS)
     with torch.inference_mode():
-        out = cs.SamplerCustomAdvanced.execute(noise, guider, sampler, sigmas, latent)[0]
+        if sample is not None:
+            out = sample(guider, graph.sampler, sigmas, latent)
+        else:
+            out = cs.SamplerCustomAdvanced.execute(noise, guider, sampler, sigmas, latent)[0]
         if graph.keyframe:
             video, audio = lt.LTXVSeparateAVLatent.execute(out)[:2]
             _, _, video = lt.LTXVCropGuides.execute(positive, negative, video)
@@ -129,7 +149,7 @@ def test_group_model_matches_native_model(comfy, group_model, name):  # noqa: F8
     assert len(found) == 2
     assert all(rel <= RELATIVE_TOLERANCE for _, rel in found), (name, ranks, found)
     # Three steps, cond and uncond in one call each (STG adds one cond-only call per step).
-    assert calls == (6 if graph.stg_blocks else 3)
+    assert calls == 3 * (1 + EXTRA_CALLS.get(name, 0))
     # On 2 ranks every call really ran split (the token split of workers/engine/comfy/sequence_parallel.py).
     assert split_forwards(call) - split_before == (calls if ranks > 1 else 0)
     _results[(name, ranks)] = ours

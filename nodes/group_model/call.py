@@ -62,6 +62,11 @@ class GroupModelCall:
         self._patches = PatchSetSender()
         self._current_patches: Callable[[], dict] = dict  # the sampling clone's weight patches
 
+    @property
+    def patch_sender(self) -> PatchSetSender:
+        """The weight patch sets sent for this MODEL (the SP Sampler's GUIDER path sends through it too)."""
+        return self._patches
+
     def bind_patches(self, current: Callable[[], dict]) -> None:
         """Where the weight patches of the clone now sampling are read (the MODEL's current_patcher)."""
         self._current_patches = current

@@ -46,6 +46,8 @@ class MGPUModel:
     video_vae: str = ""
     audio_vae: str = ""
     family: str = ""  # LTX-2, LTX-2.3, LTX-2.5 (wire/ltx_files.py); "" when not read
+    # Guidance groups for the SP Sampler's passes (workers/strategies/guidance_plan.py): 0 = planned.
+    guidance_groups: int = 0
 
     @property
     def placement(self) -> Placement:

@@ -72,10 +72,14 @@ def is_comfy_model(model: object) -> bool:
 
 
 def sample_comfy(job, request: Sample) -> dict:
-    """The "sample" command on a ComfyModel: ComfyUI's guider and sampler, the model call SP-split."""
+    """The "sample" command on a ComfyModel: ComfyUI's guider and sampler, the model call SP-split
+    (and the step's guidance passes spread over groups of ranks when the plan says so)."""
     from ..engine.comfy import sampling
+    from ..engine.comfy.guidance import build_guider, passes_per_step
     from ..engine.comfy.node_patches import make_live
     from ..engine.comfy.sequence_parallel import SequenceParallel
+    from ..strategies.guidance_plan import plan_guidance
+    from .ops_comfy_model_call import live_patcher
     from .ops_sampling import check_split
 
     rt = job.runtime
@@ -83,14 +87,40 @@ def sample_comfy(job, request: Sample) -> dict:
     check_split(request, job.world_size)
     exchange = model.extras["exchange"]
     try:
-        parallel = SequenceParallel.for_model(exchange, model.diffusion_model)
-    except ValueError as exc:  # more ranks than heads
+        plan = plan_guidance(
+            job.world_size,
+            passes_per_step(request.guider, request.cfg_video, request.cfg_audio),
+            request.guidance_groups,
+        )
+        if request.guider is not None:
+            # The GUIDER's MODEL may carry LoRA nodes' patches; made live here as for a model call.
+            base = live_patcher(job, model, request.guider)
+        else:
+            make_live(model.patcher)  # a group MODEL call may have left a LoRA node's patches in the weights
+            base = model.patcher
+        spread = None
+        if plan.groups > 1:
+            from ..engine.comfy.guidance_parallel import group_patcher
+
+            patcher, parallel, spread = group_patcher(
+                base, guidance_groups(job, model, plan.groups), model.diffusion_model
+            )
+        else:
+            parallel = SequenceParallel.for_model(exchange, model.diffusion_model)
+            patcher = parallel.patch(base)
+    except ValueError as exc:  # more ranks than heads; a group count that does not divide the ranks
         raise InputRejected(str(exc)) from exc
-    make_live(model.patcher)  # a group MODEL call may have left a LoRA node's patches in the weights
-    patcher = parallel.patch(model.patcher)
     agree_batching(job, patcher)
-    positive = conditioning(request.positive, request.frame_rate)
-    negative = conditioning(request.negative, request.frame_rate)
+    if request.guider is not None:
+        guider = build_guider(patcher, request.guider, rt.device)
+    else:
+        guider = sampling.make_guider(
+            patcher,
+            conditioning(request.positive, request.frame_rate),
+            conditioning(request.negative, request.frame_rate),
+            request.cfg_video,
+            request.cfg_audio,
+        )
     on_denoised, on_step = step_callbacks(job, request.preview)
 
     def callback(step: int, total: int, x0: list[torch.Tensor], x: list[torch.Tensor]) -> None:
@@ -99,16 +129,12 @@ def sample_comfy(job, request: Sample) -> dict:
 
     job.check_cancel()
     with torch.inference_mode():
-        out = sampling.sample(
-            patcher,
-            positive,
-            negative,
+        out = sampling.sample_with(
+            guider,
             latent_dict(request),
             request.sigmas.float(),
             request.sampler,
-            request.cfg_video,
             request.seed,
-            cfg_audio=request.cfg_audio,
             add_noise=request.add_noise,
             callback=callback,
         )
@@ -122,7 +148,22 @@ def sample_comfy(job, request: Sample) -> dict:
         "exchange": exchange.name,
         "backend": BACKEND_COMFY,
         "split_forwards": parallel.split_forwards,
+        "guidance": plan.describe(int(request.video[0, 0].numel())),
+        "guidance_groups": plan.groups,
+        "parallel_steps": 0 if spread is None else spread.parallel_steps,
+        "group_exchange": exchange.name if spread is None else spread.groups.exchange.name,
     }
+
+
+def guidance_groups(job, model, count: int):
+    """The rank's GuidanceGroups for `count` groups, built once (collectively) and kept with the model."""
+    from ..engine.comfy.guidance_parallel import GuidanceGroups
+
+    kept = model.extras.setdefault("guidance_groups", {})
+    if count not in kept:
+        rt = job.runtime
+        kept[count] = GuidanceGroups(count, rt.rank, rt.world_size, rt.device, model.extras["exchange"])
+    return kept[count]
 
 
 def agree_batching(job, patcher) -> None:

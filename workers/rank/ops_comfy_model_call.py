@@ -28,8 +28,9 @@ def _comfy_model(job):
     return model
 
 
-def _live_patcher(job, model, request: ComfyModelCall | ComfyTextEmbeds):
-    """The rank's patcher with the request's weight patches (NOTE [node patches]), made live."""
+def live_patcher(job, model, request) -> object:
+    """The rank's patcher with the weight patches a request names by `patch_token` / `patches`
+    (ComfyModelCall, ComfyTextEmbeds, GuiderSpec; NOTE [node patches]), made live."""
     from ..engine.comfy.node_patches import PatchSets, make_live, patched_patcher
 
     patches = {}
@@ -50,7 +51,7 @@ def model_call(job, request: ComfyModelCall) -> dict:
 
     rt = job.runtime
     model = _comfy_model(job)
-    patcher = _live_patcher(job, model, request)
+    patcher = live_patcher(job, model, request)
     # Kept with the model, so a model replaced by load_model / unload_model takes its SP clone along.
     server = model.extras.get("model_call")
     if server is None or not server.serves(patcher):
@@ -107,5 +108,5 @@ def text_embeds(job, request: ComfyTextEmbeds) -> dict:
 
     rt = job.runtime
     model = _comfy_model(job)
-    out = run(_live_patcher(job, model, request), request.context, request.unprocessed, rt.device)
+    out = run(live_patcher(job, model, request), request.context, request.unprocessed, rt.device)
     return {"embeds": wire.inline_tensor(out)} if rt.rank == 0 else {}

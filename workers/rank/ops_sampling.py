@@ -98,6 +98,11 @@ def sample(job, request: Sample) -> dict:
     rt = job.runtime
     if is_comfy_model(rt.state.get("model")):
         return sample_comfy(job, request)
+    if request.guider is not None or request.guidance_groups > 1:
+        raise InputRejected(
+            "a GUIDER and guidance groups run on ComfyUI's model stack in the workers, and this group holds "
+            "the model on ltx-core: load it with mode comfyui and compile_blocks / fp8_matmul off"
+        )
     denoiser, streams = build_denoiser(job, request, Guidance(request.cfg_video, request.cfg_audio))
     if request.add_noise:
         noise = sampling.initial_noise(request.seed, [s.latent.shape for s in streams])

@@ -252,17 +252,61 @@ class LoraState(Request):
 
 
 # ----- sampling ---------------------------------------------------------------------------------
+# The guiders the ranks rebuild (NOTE [guider in the workers] in nodes/guider_spec.py): ComfyUI's
+# CFGGuider, LTXVDualCFGGuider's guider, BasicGuider's.
+GUIDER_KINDS = ("cfg", "dual", "basic")
+# Post-CFG guidance terms that run one more model call per step (LTXVSpatioTemporalGuidance,
+# LTXVModalityGuidance, LTXVReferenceAudio's identity guidance).
+EXTRA_PASS_KINDS = ("stg", "modality", "identity")
+# guidance_groups: 0 = the plan's choice (workers/strategies/guidance_plan.py); n = n groups.
+GUIDANCE_AUTO = 0
+
+
+@dataclass(frozen=True)
+class GuiderSpec:
+    """A native GUIDER as the ranks rebuild it with ComfyUI's own classes. positive / negative: its
+    CONDITIONING in model_call's wire form (negative None for BasicGuider); options: the model_options
+    entries that travel (transformer_options, disable_cfg1_optimization), wire form; extra_passes:
+    {"kind": EXTRA_PASS_KINDS, "scale", "sigma_start", "sigma_end", "blocks" (stg)}; patch_token /
+    patches: the MODEL's weight patches as in ComfyModelCall."""
+
+    kind: str
+    positive: Any
+    negative: Any = None
+    cfg: float = 1.0
+    cfg_audio: float = 1.0
+    options: Any = None
+    extra_passes: tuple = ()
+    patch_token: str = ""
+    patches: list[Any] | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in GUIDER_KINDS:
+            raise ValueError(f"guider kind {self.kind!r} is not one of {GUIDER_KINDS}")
+        for extra in self.extra_passes:
+            if extra.get("kind") not in EXTRA_PASS_KINDS:
+                raise ValueError(f"guidance pass {extra.get('kind')!r} is not one of {EXTRA_PASS_KINDS}")
+        if (self.negative is None) != (self.kind == "basic"):
+            raise ValueError("a basic guider has no negative conditioning; every other guider has one")
+
+
 @dataclass(frozen=True)
 class Sample(Request):
     """SP Sampler: denoise video [B,128,F,H,W] (+ audio [B,8,T,16]) over `sigmas`; rank 0 writes the
-    result into out_video / out_audio (float32, the latents' shapes)."""
+    result into out_video / out_audio (float32, the latents' shapes). The guidance is either
+    positive / negative with cfg_video / cfg_audio, or a native `guider` (comfy backend only);
+    guidance_groups spreads a step's guidance passes over groups of ranks (GUIDANCE_AUTO: planned)."""
 
     OP: ClassVar[str] = "sample"
     USES_LORAS: ClassVar[bool] = True
-    NESTED: ClassVar[Mapping[str, type]] = {"positive": TextConditioning, "negative": TextConditioning}
+    NESTED: ClassVar[Mapping[str, type]] = {
+        "positive": TextConditioning,
+        "negative": TextConditioning,
+        "guider": GuiderSpec,
+    }
     video: torch.Tensor
     sigmas: torch.Tensor
-    positive: TextConditioning
+    positive: TextConditioning | None = None
     negative: TextConditioning | None = None
     audio: torch.Tensor | None = None
     video_mask: torch.Tensor | None = None
@@ -277,10 +321,18 @@ class Sample(Request):
     s_noise: float = 1.0
     max_video_tokens: int = DEFAULT_MAX_VIDEO_TOKENS
     preview: bool = False
+    guider: GuiderSpec | None = None
+    guidance_groups: int = GUIDANCE_AUTO
     out_video: Output = None
     out_audio: Output = None
 
     def check(self) -> None:
+        if (self.positive is None) == (self.guider is None):
+            raise ValueError(
+                "the SP Sampler takes either a GUIDER or positive and negative conditioning: connect one of them"
+            )
+        if self.guidance_groups < 0:
+            raise ValueError(f"guidance groups must be 0 (auto) or a group count, got {self.guidance_groups}")
         _check_streams(self.video, self.audio)
         checks.validate_sigmas(self.sigmas)
         checks.check_sampler(self.sampler)

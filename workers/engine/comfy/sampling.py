@@ -76,8 +76,23 @@ def sample(
     LTXVDualCFGGuider(cfg, cfg_audio) when cfg_audio is given and differs. `positive`/`negative` are
     ComfyUI CONDITIONING. Returns a new LATENT dict (inputs are not modified); on every rank alike.
     """
+    guider = make_guider(patcher, positive, negative, cfg, cfg_audio)
+    return sample_with(guider, latent, sigmas, sampler_name, seed, add_noise=add_noise, callback=callback)
+
+
+def sample_with(
+    guider: comfy.samplers.CFGGuider,
+    latent: dict,
+    sigmas: torch.Tensor,
+    sampler_name: str,
+    seed: int,
+    *,
+    add_noise: bool = True,
+    callback: StepCallback | None = None,
+) -> dict:
+    """`sample` with a guider already built (a native GUIDER rebuilt here: engine/comfy/guidance.py)."""
     latent_image = comfy.sample.fix_empty_latent_channels(
-        patcher,
+        guider.model_patcher,
         latent["samples"],
         latent.get("downscale_ratio_spacial"),
         latent.get("downscale_ratio_temporal"),
@@ -88,7 +103,6 @@ def sample(
         noise = comfy.nested_tensor.NestedTensor([torch.zeros_like(t) for t in latent_image.unbind()])
     else:
         noise = torch.zeros(latent_image.size(), dtype=latent_image.dtype, layout=latent_image.layout)
-    guider = make_guider(patcher, positive, negative, cfg, cfg_audio)
     sampler = comfy.samplers.sampler_object(sampler_name)
     samples = guider.sample(
         noise,
