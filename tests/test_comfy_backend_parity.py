@@ -92,8 +92,9 @@ def test_ranks_report_the_comfy_backend(comfy, tiny, monkeypatch):  # noqa: F811
     monkeypatch.setattr(sp, "run_job", lambda *a, **k: replies.append(run_job(*a, **k)) or replies[-1])
     root = check_comfyui_root(comfyui_root())
     model = MGPUModel.create(
-        tiny.checkpoint, devices="cpu:2", dtype="float32", backend="comfy", comfyui_root=root.path
-    )
+        tiny.checkpoint, devices="cpu:2", dtype="float32", backend="comfy", comfyui_root=root.path,
+        guidance_groups=1,  # every pass over both ranks (auto would put cond and uncond on one each)
+    )  # fmt: skip
     case = CASES["t2v-video_only-euler"]
     try:
         our_sample(comfy, model, case, *native_inputs(comfy, case))

@@ -11,6 +11,7 @@ in this process; only the reduction order of attention over split tokens and hea
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -54,7 +55,7 @@ GRAPHS = {
 }
 # Model calls per step beyond the one for cond and uncond.
 EXTRA_CALLS = {"stg-block1": 1, "modality-3": 1, "reference-audio-2": 1}
-_results: dict[tuple[str, int], list[torch.Tensor]] = {}
+_results: dict[tuple[str, int, str], list[torch.Tensor]] = {}
 
 
 @pytest.fixture(scope="module", params=RANKS, ids=lambda n: f"{n}ranks")
@@ -129,31 +130,44 @@ def run_graph(comfy, model, graph: Graph, sample=None) -> list[torch.Tensor]:  #
     return streams(out["samples"])
 
 
+@pytest.mark.parametrize("plan", ["sp", "auto"])
 @pytest.mark.parametrize("name", list(GRAPHS))
-def test_group_model_matches_native_model(comfy, group_model, name):  # noqa: F811
+def test_group_model_matches_native_model(comfy, group_model, name, plan):  # noqa: F811
+    """plan "sp": every call over all ranks; "auto": on 2 ranks a batched cond + uncond call splits
+    over 2 guidance groups (cond on one rank, uncond on the other), a lone pass (STG...) runs SP."""
     graph = GRAPHS[name]
+    call = group_model.model.diffusion_model.call
+    ranks = call.recipe.world_size
+    if ranks == 1 and plan == "auto":
+        pytest.skip("one rank: nothing to split")
     t0 = time.perf_counter()
     native = run_graph(comfy, comfy.model, graph)
     t1 = time.perf_counter()
-    call = group_model.model.diffusion_model.call
-    calls_before, split_before = call.calls, split_forwards(call)
-    ours = run_graph(comfy, group_model, graph)
+    replies = []
+    recipe, run_job = call.recipe, call._run_job
+    call.recipe = dataclasses.replace(recipe, guidance_groups=1 if plan == "sp" else 0)
+    call._run_job = lambda request: replies.append(run_job(request)) or replies[-1]
+    try:
+        ours = run_graph(comfy, group_model, graph)
+    finally:
+        call.recipe, call._run_job = recipe, run_job
     t2 = time.perf_counter()
-    calls = call.calls - calls_before
-    ranks = call.recipe.world_size
+    model_calls = [r for r in replies if "forward_ms" in r[0]]
     found = errors(ours, native)
     report = " | ".join(f"{s} max|d| {d:.2e} rel {r:.2e}" for s, (d, r) in zip(("video", "audio"), found))
     print(
-        f"\n[group MODEL] {name} {ranks} ranks, {calls} calls: {report} | native {t1 - t0:.1f} s, ours {t2 - t1:.1f} s"
+        f"\n[group MODEL] {name} {ranks} ranks, plan {plan}, {len(model_calls)} calls: {report} | native "
+        f"{t1 - t0:.1f} s, ours {t2 - t1:.1f} s"
     )
     assert len(found) == 2
     assert all(rel <= RELATIVE_TOLERANCE for _, rel in found), (name, ranks, found)
-    # Three steps, cond and uncond in one call each (STG adds one cond-only call per step).
-    assert calls == 3 * (1 + EXTRA_CALLS.get(name, 0))
-    # On 2 ranks every call really ran split (the token split of workers/engine/comfy/sequence_parallel.py).
-    assert split_forwards(call) - split_before == (calls if ranks > 1 else 0)
-    _results[(name, ranks)] = ours
-    single = _results.get((name, 1))
+    # Three steps, cond and uncond in one call each (STG and the like add one cond-only call per step).
+    extra = 3 * EXTRA_CALLS.get(name, 0)
+    assert len(model_calls) == 3 + extra
+    grouped = sum(r[0]["guidance_groups"] == 2 for r in model_calls)
+    assert grouped == (3 if plan == "auto" else 0)
+    _results[(name, ranks, plan)] = ours
+    single = _results.get((name, 1, "sp"))
     if ranks > 1 and single is not None:
         assert all(rel <= RELATIVE_TOLERANCE for _, rel in errors(ours, single)), name
 

@@ -42,6 +42,7 @@ def load_model(tiny25, ranks: int, transformer):
         "float32",
         video_vae_name=tiny25.video_vae.name,
         audio_vae_name=tiny25.audio_vae.name,
+        guidance_parallel="off",  # every call token-split over the ranks (checked)
     )
     assert model is not None, "the loader gave no MODEL for the LTX-2.5 transformer"
     return model

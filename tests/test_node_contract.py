@@ -3,9 +3,11 @@ values by position, and API-format prompts by name. This test compares the nodes
 tests/node_contract.json and allows only what keeps every saved workflow loading:
 
 - a node id never disappears;
-- existing inputs keep their name, type and position; new inputs are appended at the end of
-  "optional" (an old workflow's shorter widget list then maps onto the same names, and the new input
-  takes its default);
+- widgets keep their name, type and order, new ones appended at the end of "optional" (an old
+  workflow's shorter widget value list then maps onto the same names, and the new input takes its
+  default);
+- sockets (links, restored by name) keep their name and type; a required socket may become optional
+  (the SP Sampler's prompts, which a GUIDER replaces), never the reverse; new ones are optional;
 - existing outputs keep their position and type.
 
 To change the contract otherwise, write a migration that rewrites old workflows (and a test that loads
@@ -42,15 +44,28 @@ def test_node_contract_only_grows():
     for node_id, old in saved.items():
         assert node_id in current, f"node {node_id} was removed; saved workflows use it"
         new = current[node_id]
-        assert new["inputs"][: len(old["inputs"])] == old["inputs"], (
-            f"{node_id}: inputs changed name, type or position; only appending optional inputs keeps saved "
-            f"workflows loading.\nwas: {old['inputs']}\nnow: {new['inputs']}"
+        widgets_then, widgets_now = _widgets(old), _widgets(new)
+        assert widgets_now[: len(widgets_then)] == widgets_then, (
+            f"{node_id}: widgets changed name, type or order; saved workflows keep their values by position.\n"
+            f"was: {widgets_then}\nnow: {widgets_now}"
         )
-        for section, name, _ in new["inputs"][len(old["inputs"]) :]:
-            assert section == "optional", (
+        now_by_name = {name: (section, kind) for section, name, kind in new["inputs"]}
+        for section, name, kind in old["inputs"]:
+            assert name in now_by_name, f"{node_id}: input {name!r} was removed"
+            assert now_by_name[name][1] == kind, f"{node_id}: input {name!r} changed type"
+            assert not (section == "optional" and now_by_name[name][0] == "required"), (
+                f"{node_id}: optional input {name!r} became required (old workflows may lack it)"
+            )
+        old_names = {name for _, name, _ in old["inputs"]}
+        for section, name, _ in new["inputs"]:
+            assert name in old_names or section == "optional", (
                 f"{node_id}: new input {name!r} must be optional (old workflows lack it)"
             )
         assert new["outputs"][: len(old["outputs"])] == old["outputs"], f"{node_id}: outputs changed"
+
+
+def _widgets(node: dict) -> list:
+    return [entry for entry in node["inputs"] if entry[2] not in _SOCKETS]
 
 
 def test_old_ui_workflows_map_onto_current_widgets():
@@ -81,6 +96,7 @@ _SOCKETS = {
     "VAE",
     "CLIP",
     "MODEL",
+    "GUIDER",
 }
 
 

@@ -113,7 +113,7 @@ class GroupModelCall:
         patch_token, patches = self._patches.fields(self._current_patches())
         request = ComfyModelCall(
             token=self._token, streams=inputs, call=encoded, out=slots, drop=tuple(drop),
-            patch_token=patch_token, patches=patches,
+            patch_token=patch_token, patches=patches, guidance_groups=self.recipe.guidance_groups,
         )  # fmt: skip
         self.last_replies = self._run_job(request)
         return [slot.tensor for slot in slots]

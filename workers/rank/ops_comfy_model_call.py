@@ -52,14 +52,6 @@ def model_call(job, request: ComfyModelCall) -> dict:
     rt = job.runtime
     model = _comfy_model(job)
     patcher = live_patcher(job, model, request)
-    # Kept with the model, so a model replaced by load_model / unload_model takes its SP clone along.
-    server = model.extras.get("model_call")
-    if server is None or not server.serves(patcher):
-        try:
-            server = ModelCallServer(patcher, model.extras["exchange"])
-        except ValueError as exc:  # more ranks than heads
-            raise InputRejected(str(exc)) from exc
-        model.extras["model_call"] = server
     caches = rt.state.setdefault("model_call_cache", ConditioningCache())
     cache = caches.for_token(request.token, list(request.drop))
     try:
@@ -67,15 +59,32 @@ def model_call(job, request: ComfyModelCall) -> dict:
     except ValueError as exc:  # alike on every rank: all hold the same cache
         raise InputRejected(str(exc)) from exc
     streams = [s.to(rt.device) for s in request.streams]
+    groups, share = _guidance_share(job, model, request, call, streams)
+    # Kept with the model, so a model replaced by load_model / unload_model takes its SP clones along.
+    key = "model_call" if groups is None else f"model_call_groups_{groups.groups}"
+    server = model.extras.get(key)
+    if server is None or not server.serves(patcher):
+        try:
+            exchange = model.extras["exchange"] if groups is None else groups.exchange
+            server = ModelCallServer(patcher, exchange)
+        except ValueError as exc:  # more ranks than heads
+            raise InputRejected(str(exc)) from exc
+        model.extras[key] = server
+    items = slice(None)
+    if groups is not None:
+        call, items = share
+        streams = [s[items] for s in streams]
+    # The ranks that write: rank 0, or each group's first rank its share of the batch.
+    writes = rt.rank == 0 if groups is None else groups.member == 0
     # NOTE [shm prefault]: this job's fresh mapping of the output slots would fault on every page as
-    # rank 0 writes them; populated on a thread while the forward runs, the write takes none.
-    prefaulting = _prefault_in_background(request.out) if rt.rank == 0 else None
+    # a writer fills them; populated on a thread while the forward runs, the write takes none.
+    prefaulting = _prefault_in_background(request.out) if writes else None
     started = time.perf_counter()
     outputs = server.forward(streams, call)
     if rt.device.type == "cuda":
         torch.cuda.synchronize(rt.device)
     forward_ms = (time.perf_counter() - started) * 1e3
-    slots = request.out
+    slots = [slot[items] for slot in request.out]
     if [tuple(o.shape) for o in outputs] != [tuple(s.shape) for s in slots]:
         raise RuntimeError(
             f"the model returned streams {[tuple(o.shape) for o in outputs]} for inputs "
@@ -83,10 +92,38 @@ def model_call(job, request: ComfyModelCall) -> dict:
         )
     if prefaulting is not None:
         prefaulting.join()
-    if rt.rank == 0:
+    if writes:
         for slot, value in zip(slots, outputs):
             slot.copy_(value.float())
-    return {"split_forwards": server.parallel.split_forwards, "forward_ms": forward_ms}
+    return {
+        "split_forwards": server.parallel.split_forwards,
+        "forward_ms": forward_ms,
+        "guidance_groups": 1 if groups is None else groups.groups,
+    }
+
+
+def _guidance_share(job, model, request: ComfyModelCall, call: dict, streams: list):
+    """(GuidanceGroups, (call share, batch items)) when this batched call splits over guidance groups
+    (the plan for its chunk count, workers/strategies/guidance_plan.py), else (None, None)."""
+    from ..engine.comfy.model_call import batch_share
+    from ..strategies.guidance_plan import plan_guidance
+    from .ops_comfy import guidance_groups
+
+    batch = int(streams[0].shape[0])
+    chunks = len(call["options"].get("cond_or_uncond") or ()) or batch
+    if job.world_size < 2 or chunks < 2 or request.guidance_groups == 1:
+        return None, None
+    try:
+        plan = plan_guidance(job.world_size, chunks, request.guidance_groups)
+    except ValueError as exc:
+        raise InputRejected(str(exc)) from exc
+    if plan.groups < 2 or chunks % plan.groups:
+        return None, None  # e.g. a lone STG pass: the whole group runs it sequence-parallel
+    groups = guidance_groups(job, model, plan.groups)
+    share = batch_share(call, batch, chunks, groups.index, groups.groups)
+    if share is None:
+        return None, None
+    return groups, share
 
 
 def _prefault_in_background(slots: list[torch.Tensor]) -> threading.Thread | None:

@@ -703,6 +703,8 @@ class ComfyModelCall(Request):
     # else the token of the set; `patches` its wire form when the ranks may not hold it yet.
     patch_token: str = ""
     patches: list[Any] | None = None
+    # A batched call (cond and uncond in one) split over guidance groups; GUIDANCE_AUTO: planned.
+    guidance_groups: int = GUIDANCE_AUTO
 
     def check(self) -> None:
         if not self.streams or len(self.streams) != len(self.out):

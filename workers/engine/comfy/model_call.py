@@ -96,3 +96,38 @@ def text_embeds(patcher: Any, context: torch.Tensor, unprocessed: bool, device: 
         return base.diffusion_model.preprocess_text_embeds(
             context.to(device=device, dtype=base.get_dtype_inference()), unprocessed=unprocessed
         )
+
+
+def batch_share(call: dict, batch: int, chunks: int, index: int, groups: int) -> tuple[dict, slice] | None:
+    """Guidance group `index` of `groups`'s share of a batched model call: ComfyUI batched `chunks`
+    conditionings (transformer_options["cond_or_uncond"]: cond, uncond...) of batch / chunks items
+    each into one call; each group takes chunks / groups of them. Every tensor whose first dimension
+    is the call's batch is cut to the share, as are the per-chunk lists of transformer_options
+    ("cond_or_uncond", "uuids"); the rest is shared by the whole batch (ComfyUI's CONDConstant).
+    None when the chunks do not split evenly (the call then runs whole on every rank)."""
+    if groups < 2 or chunks % groups or batch % chunks:
+        return None
+    per_group = chunks // groups
+    items = slice(index * per_group * batch // chunks, (index + 1) * per_group * batch // chunks)
+    mine = slice(index * per_group, (index + 1) * per_group)
+
+    def cut(value: Any) -> Any:
+        if isinstance(value, torch.Size):  # a latent shape: its batch is the call's
+            return (
+                torch.Size([items.stop - items.start, *value[1:]]) if value and value[0] == batch else value
+            )
+        if torch.is_tensor(value):
+            return value[items] if value.dim() >= 1 and value.shape[0] == batch else value
+        if isinstance(value, dict):
+            return {key: cut(item) for key, item in value.items()}
+        if isinstance(value, list | tuple):
+            return type(value)(cut(item) for item in value)
+        return value
+
+    out = {key: cut(value) for key, value in call.items() if key != "options"}
+    options = dict(call["options"])
+    for key in ("cond_or_uncond", "uuids"):
+        if isinstance(options.get(key), list) and len(options[key]) == chunks:
+            options[key] = options[key][mine]
+    out["options"] = options
+    return out, items
