@@ -41,6 +41,8 @@ class Graph:
     ksampler: bool = False  # KSampler (3 steps of the "simple" scheduler) instead of SamplerCustomAdvanced
     modality_scale: float | None = None  # LTXVModalityGuidance on the MODEL
     reference_audio: float | None = None  # LTXVReferenceAudio (ID-LoRA) at this identity guidance scale
+    lora: tuple[str, float] | None = None  # LoraLoaderModelOnly (file name, strength) on the MODEL
+    video_guide: bool = False  # LTXVAddGuide of a 9-frame reference video at frame 0, as IC-LoRA graphs
 
 
 GRAPHS = {
@@ -88,8 +90,17 @@ def run_graph(comfy, model, graph: Graph, sample=None) -> list[torch.Tensor]:  #
             positive, negative, video = lt.LTXVAddGuide.execute(
                 positive, negative, comfy.vae, video, image.flip(1), -1, 1.0
             )
+        if graph.video_guide:
+            clip = torch.rand(9, HEIGHT, WIDTH, 3, generator=torch.Generator().manual_seed(8))
+            positive, negative, video = lt.LTXVAddGuide.execute(
+                positive, negative, comfy.vae, video, clip, 0, 1.0
+            )
         (audio,) = comfy.lt_audio.LTXVEmptyLatentAudio.execute(FRAMES, FPS, 1, comfy.audio_vae)
         (latent,) = lt.LTXVConcatAVLatent.execute(video, audio)
+    if graph.lora is not None:
+        import nodes  # ComfyUI's nodes.py
+
+        (model,) = nodes.LoraLoaderModelOnly().load_lora_model_only(model, *graph.lora)
     if graph.stg_blocks:
         (model,) = lt.LTXVSpatioTemporalGuidance.execute(model, 1.0, graph.stg_blocks, 0.0, 1.0)
     if graph.modality_scale is not None:
@@ -122,10 +133,10 @@ def run_graph(comfy, model, graph: Graph, sample=None) -> list[torch.Tensor]:  #
             out = sample(guider, graph.sampler, sigmas, latent)
         else:
             out = cs.SamplerCustomAdvanced.execute(noise, guider, sampler, sigmas, latent)[0]
-        if graph.keyframe:
+        if graph.keyframe or graph.video_guide:
             video, audio = lt.LTXVSeparateAVLatent.execute(out)[:2]
             _, _, video = lt.LTXVCropGuides.execute(positive, negative, video)
-            assert video["samples"].shape[2] == 3, "the guide frame was not cropped"
+            assert video["samples"].shape[2] == 3, "the guide frames were not cropped"
             return [video["samples"].clone(), audio["samples"].clone()]
     return streams(out["samples"])
 

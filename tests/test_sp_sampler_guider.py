@@ -157,6 +157,63 @@ def test_basic_guider_and_a_lora_node_on_the_model(comfy, loader, tiny, lora_fil
     assert replies[0]["split_forwards"] == 3  # one pass per step
 
 
+def test_ic_lora_graph(comfy, loader, lora_files):  # noqa: F811
+    """IC-LoRA's shape: a LoRA node on the MODEL and a reference video guided in at frame 0 (cropped
+    after), CFGGuider, on the SP Sampler with the guider and on the MODEL under SamplerCustomAdvanced."""
+    import folder_paths
+
+    mgpu, model = loader
+    folder_paths.add_model_folder_path("loras", str(lora_files["lora"].parent))
+    graph = Graph(sampler="euler", lora=(lora_files["lora"].name, 0.7), video_guide=True)
+    want = run_graph(comfy, comfy.model, graph)
+    replies: list[dict] = []
+    ours = run_graph(comfy, model, graph, sample=sp_sampler(mgpu, replies))
+    on_model = run_graph(comfy, model, graph)
+    for label, got in (("SP Sampler + GUIDER", ours), ("MODEL", on_model)):
+        found = errors(got, want)
+        print(f"\n[IC-LoRA graph] {label}, {mgpu.world_size} ranks: {found}")
+        assert all(rel <= RELATIVE_TOLERANCE for _, rel in found), (label, found)
+    without_lora = run_graph(comfy, comfy.model, dataclasses.replace(graph, lora=None))
+    assert all(rel > 1e-4 for _, rel in errors(without_lora, want)), "the LoRA changed nothing"
+
+
+def test_progress_and_cancel_with_a_guider(comfy, loader, monkeypatch):  # noqa: F811
+    """The progress bar moves per step; Cancel after the first step stops every rank at the next step
+    boundary (guidance groups on 2 ranks, plain SP on 3) and the loaded group serves the next run."""
+    import comfy.model_management as mm
+
+    from ltx2_mgpu.nodes import comfy as ui
+
+    mgpu, model = loader
+    steps: list[tuple[int, int]] = []
+    cancel_at: list[int] = []
+
+    class Recording:
+        def __init__(self, total, node_id):
+            pass
+
+        def update(self, step, total, message=None):
+            steps.append((step, total))
+            if cancel_at and step >= cancel_at[0]:
+                mm.interrupt_current_processing(True)
+
+    monkeypatch.setattr(ui, "Progress", Recording)
+    replies: list[dict] = []
+    run_graph(comfy, model, GRAPHS["t2v-cfg3"], sample=sp_sampler(mgpu, replies))
+    assert steps and steps[-1] == (3, 3), steps
+    steps.clear()
+    cancel_at.append(1)
+    try:
+        with pytest.raises(mm.InterruptProcessingException):
+            run_graph(comfy, model, GRAPHS["t2v-cfg3"], sample=sp_sampler(mgpu, replies))
+    finally:
+        mm.interrupt_current_processing(False)
+    assert max(step for step, _ in steps) < 3, steps  # stopped before the last step
+    cancel_at.clear()
+    ours = run_graph(comfy, model, GRAPHS["t2v-cfg3"], sample=sp_sampler(mgpu, replies))
+    assert all(rel <= RELATIVE_TOLERANCE for _, rel in errors(ours, native(comfy, "t2v-cfg3")))
+
+
 def test_guider_errors_name_what_to_change(comfy, loader):  # noqa: F811
     from ltx2_mgpu.nodes.sp_sampler import LTX2SPSampler
 
