@@ -82,3 +82,28 @@ def test_tensors_in_args_go_through_shared_memory():
     finally:
         for name in names:
             shm.unlink(name)
+
+
+def test_a_kept_segment_is_mapped_once_per_worker():
+    """Kept slots (the owner reuses them call after call) keep their worker-side mapping: the same
+    memory, no new map or page faults per job; a shape change maps again; old mappings are let go."""
+    names = []
+    try:
+        spec, owner = shm.create((4, 3), torch.float32)
+        names.append(spec.name)
+        wire = {**spec.to_wire(), protocol.KEPT: True}
+        first = protocol.attach_tensors({"x": wire})["x"]
+        again = protocol.attach_tensors({"x": wire})["x"]
+        assert again is first
+        owner.fill_(2.0)
+        assert torch.equal(again, owner)  # the same shared memory, not a copy
+        plain = protocol.attach_tensors(spec.to_wire())
+        assert plain is not first and torch.equal(plain, owner)  # not kept: mapped per job, as before
+        for _ in range(protocol.KEPT_MAPPINGS):
+            other, _ = shm.create((1,), torch.float32)
+            names.append(other.name)
+            protocol.attach_tensors({**other.to_wire(), protocol.KEPT: True})
+        assert spec.name not in protocol._kept  # least recently used: let go
+    finally:
+        for name in names:
+            shm.unlink(name)

@@ -377,7 +377,8 @@ def _slots_to_wire(value: Any, names: list[str]) -> Any:
     if isinstance(value, protocol.OutputSlot):
         if not value.kept:
             names.append(value.spec.name)
-        return value.spec.to_wire()
+            return value.spec.to_wire()
+        return {**value.spec.to_wire(), protocol.KEPT: True}  # the ranks keep its mapping
     if isinstance(value, dict):
         return {k: _slots_to_wire(v, names) for k, v in value.items()}
     if isinstance(value, list | tuple):

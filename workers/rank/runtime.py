@@ -20,6 +20,7 @@ import torch
 import torch.distributed as dist
 
 from ..wire import protocol
+from ..wire.requests import REQUESTS
 from .ops import OPS, Cancelled, InputRejected, load_all
 
 _log = logging.getLogger(__name__)
@@ -170,7 +171,8 @@ class Runtime:
             )
             self._send_failure(job_id, op, exc, error_type=type(exc).__name__, recoverable=False)
         finally:
-            if self.device.type == "cuda":
+            request = REQUESTS.get(op)
+            if self.device.type == "cuda" and (request is None or request.FREES_GPU_CACHE):
                 torch.cuda.empty_cache()
 
     def _send_failure(

@@ -49,15 +49,34 @@ def is_tensor_spec(value: Any) -> bool:
     return isinstance(value, dict) and "__tensor__" in value
 
 
+# A TensorSpec of a segment its owner keeps from job to job (group/kept_slots.py, native sampling's
+# latents, one job per model call): the worker keeps its mapping too (KEPT_MAPPINGS at most, least
+# recently used let go), so a call neither maps the segment nor faults its pages in again.
+KEPT = "__kept__"
+KEPT_MAPPINGS = 8
+_kept: dict[str, torch.Tensor] = {}  # segment name -> mapped tensor, least recently used first
+
+
 def attach_tensors(value: Any) -> Any:
     """Replace every TensorSpec dict inside `value` with the mapped tensor (worker side)."""
     if is_tensor_spec(value):
-        return shm.attach(shm.TensorSpec.from_wire(value))
+        spec = shm.TensorSpec.from_wire(value)
+        return _attach_kept(spec) if value.get(KEPT) else shm.attach(spec)
     if isinstance(value, dict):
         return {k: attach_tensors(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return type(value)(attach_tensors(v) for v in value)
     return value
+
+
+def _attach_kept(spec: shm.TensorSpec) -> torch.Tensor:
+    found = _kept.pop(spec.name, None)
+    if found is None or tuple(found.shape) != spec.shape or shm.dtype_name(found.dtype) != spec.dtype:
+        found = shm.attach(spec)
+    _kept[spec.name] = found
+    while len(_kept) > KEPT_MAPPINGS:
+        _kept.pop(next(iter(_kept)))  # the mapping goes with the last view of it
+    return found
 
 
 def share_tensors(value: Any, names: list[str]) -> Any:

@@ -46,6 +46,9 @@ class Request:
     OP: ClassVar[str] = ""
     USES_LORAS: ClassVar[bool] = False
     NESTED: ClassVar[Mapping[str, type]] = {}
+    # False for commands ComfyUI's sampler sends back to back (one per model call): the rank keeps its
+    # CUDA allocator's cache after them instead of emptying it, so the next call allocates nothing new.
+    FREES_GPU_CACHE: ClassVar[bool] = True
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
@@ -694,6 +697,7 @@ class ComfyModelCall(Request):
 
     OP: ClassVar[str] = "comfy_model_call"
     USES_LORAS: ClassVar[bool] = True
+    FREES_GPU_CACHE: ClassVar[bool] = False
     token: str
     streams: list[torch.Tensor | OutputSlot]  # a slot: the caller's kept segment (no copy per call)
     call: dict[str, Any]
