@@ -65,7 +65,7 @@ GIB = 2**30
 
 
 def native_in_process(
-    root, config: dict, shapes: dict, device, dtype, repeats: int, weights: str
+    root, config: dict, shapes: dict, device, dtype, repeats: int, weights: str, cfg: float = 4.0
 ) -> dict[int, dict]:
     """(c): ComfyUI imported here, the random model built and sampled in this process:
     {tokens: {"ms": [...], "peak_memory_gib": ...}}."""
@@ -88,7 +88,7 @@ def native_in_process(
         inputs = random_job_inputs(list(shape), AUDIO_FRAMES, config["caption_channels"], 0, width)
         if device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(device)
-        times = time_steps(patcher, inputs, repeats, device)
+        times = time_steps(patcher, inputs, repeats, device, cfg=cfg)
         peak = torch.cuda.max_memory_allocated(device) / GIB if device.type == "cuda" else 0.0
         out[tokens] = {"ms": times, "peak_memory_gib": peak}
         print(
@@ -113,7 +113,15 @@ def native_in_process(
 
 
 def worker_paths(
-    devices: str, root, config: dict, shapes: dict, dtype: str, repeats: int, weights: str, with_ltxcore: bool
+    devices: str,
+    root,
+    config: dict,
+    shapes: dict,
+    dtype: str,
+    repeats: int,
+    weights: str,
+    with_ltxcore: bool,
+    cfg: float = 4.0,
 ) -> dict:
     """(a), and (b) when `with_ltxcore`, on one group of `devices`: {tokens: {"comfy_worker_ms", ...}}."""
     group = WorkerGroup(Placement(tuple(devices.split(",")))).start()
@@ -124,7 +132,7 @@ def worker_paths(
             {"comfyui_root": root.path, "dtype": dtype, "config": config, "weights": weights},
         )
         for tokens, shape in shapes.items():
-            args = {"video_shape": list(shape), "audio_frames": AUDIO_FRAMES, "repeats": repeats}
+            args = {"video_shape": list(shape), "audio_frames": AUDIO_FRAMES, "repeats": repeats, "cfg": cfg}
             replies = group.run("comfy_bench_step", args)
             out[tokens].update(
                 comfy_worker_ms=replies[0]["times_ms"],
@@ -170,12 +178,16 @@ def worker_paths(
 def one_format(args, root, config: dict, shapes: dict, device, dtype, weights: str) -> dict:
     """Every path at every size for one weight format: the report's entry for `weights`."""
     dtype_name = str(dtype).removeprefix("torch.")
-    with_ltxcore = args.family == "2" and weights == "bf16"
-    native = native_in_process(root, config, shapes, device, dtype, args.repeats, weights)
-    one = worker_paths(str(device), root, config, shapes, dtype_name, args.repeats, weights, with_ltxcore)
+    # ltx-core's bench forward always runs cond+uncond: only at the default cfg.
+    with_ltxcore = args.family == "2" and weights == "bf16" and args.cfg != 1.0
+    native = native_in_process(root, config, shapes, device, dtype, args.repeats, weights, args.cfg)
+    one = worker_paths(
+        str(device), root, config, shapes, dtype_name, args.repeats, weights, with_ltxcore, args.cfg
+    )
     cases = []
     for tokens in shapes:
-        flops = av_step_flops(config, tokens, AUDIO_FRAMES)
+        # av_step_flops counts cond+uncond; cfg 1 runs the cond pass only.
+        flops = av_step_flops(config, tokens, AUDIO_FRAMES) / (2 if args.cfg == 1.0 else 1)
         row = {
             "video_tokens": tokens,
             "step_tflop": flops / 1e12,
@@ -194,7 +206,9 @@ def one_format(args, root, config: dict, shapes: dict, device, dtype, weights: s
             row["mfu_ltxcore_worker"] = mfu(flops, median(row["ltxcore_worker_ms"]), weights)
         cases.append(row)
     for devices in args.sp_devices:
-        sp = worker_paths(devices, root, config, shapes, dtype_name, args.repeats, weights, with_ltxcore)
+        sp = worker_paths(
+            devices, root, config, shapes, dtype_name, args.repeats, weights, with_ltxcore, args.cfg
+        )
         for row in cases:
             tokens = row["video_tokens"]
             entry = {"devices": devices, **sp[tokens]}
@@ -248,6 +262,12 @@ def main(argv: list[str] | None = None) -> dict:
     )
     parser.add_argument("--tokens", type=int, nargs="+", help="video token counts to run (default: all)")
     parser.add_argument("--repeats", type=int, default=3, help="timed steps per path and size")
+    parser.add_argument(
+        "--cfg",
+        type=float,
+        default=4.0,
+        help="guidance scale; 1 times the cond pass alone (one guidance pass)",
+    )
     parser.add_argument("--sp-devices", nargs="*", default=[], help="also time SP groups, e.g. cuda:0,cuda:1")
     parser.add_argument("--comfyui", default=os.environ.get(COMFYUI_PATH_ENV, ""), help="ComfyUI root")
     args = parser.parse_args(argv)
@@ -281,6 +301,7 @@ def main(argv: list[str] | None = None) -> dict:
     }
     if device.type == "cuda":
         report["gpu"] = torch.cuda.get_device_name(device)
+    report["cfg"] = args.cfg
     report["formats"] = [one_format(args, root, config, shapes, device, dtype, w) for w in args.weights]
     return finish(report, args.out, argv)
 

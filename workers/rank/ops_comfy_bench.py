@@ -51,9 +51,12 @@ def random_job_inputs(
     return cond, uncond, {"samples": comfy.nested_tensor.NestedTensor([video, audio])}
 
 
-def time_steps(patcher: Any, inputs: tuple, steps: int, device: torch.device, on_step=None) -> list[float]:
-    """Run ComfyUI's sampler (CFG 4, euler) for `steps` + 1 steps; the time between consecutive step
-    callbacks is one step (cond+uncond model call and the sampler update): `steps` values in ms."""
+def time_steps(
+    patcher: Any, inputs: tuple, steps: int, device: torch.device, on_step=None, cfg: float = 4.0
+) -> list[float]:
+    """Run ComfyUI's sampler (CFG `cfg`, euler) for `steps` + 1 steps; the time between consecutive step
+    callbacks is one step (the cond+uncond model call, or cond only at cfg 1, and the sampler update):
+    `steps` values in ms."""
     from ..engine.comfy import sampling
 
     stamps: list[float] = []
@@ -68,7 +71,7 @@ def time_steps(patcher: Any, inputs: tuple, steps: int, device: torch.device, on
     positive, negative, latent = inputs
     sigmas = torch.linspace(0.9, 0.1, steps + 2)  # steps + 1 sampler steps: the first warms up
     with torch.inference_mode():
-        sampling.sample(patcher, positive, negative, latent, sigmas, "euler", 4.0, 0, callback=callback)
+        sampling.sample(patcher, positive, negative, latent, sigmas, "euler", cfg, 0, callback=callback)
     return [(b - a) * 1e3 for a, b in itertools.pairwise(stamps)]
 
 
@@ -121,7 +124,7 @@ def comfy_bench_step(job, request: ComfyBenchStep) -> dict:
     )
     if rt.device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(rt.device)
-    times = time_steps(patcher, inputs, request.repeats, rt.device, on_step=job.check_cancel)
+    times = time_steps(patcher, inputs, request.repeats, rt.device, on_step=job.check_cancel, cfg=request.cfg)
     shape = request.video_shape
     return {
         "times_ms": times,

@@ -672,13 +672,14 @@ class ComfyLoadRandomModel(Request):
 
 @dataclass(frozen=True)
 class ComfyBenchStep(Request):
-    """Time `repeats` sampling steps (cond+uncond, + audio of `audio_frames` latent frames) on a random
+    """Time `repeats` sampling steps (cond+uncond, or cond only at cfg 1; + audio of `audio_frames` latent frames) on a random
     video of `video_shape` through ComfyUI's sampler on the SP-patched model (after one warm-up step)."""
 
     OP: ClassVar[str] = "comfy_bench_step"
     video_shape: tuple[int, ...]
     audio_frames: int | None = None
     repeats: int = 3
+    cfg: float = 4.0  # 1: the cond pass alone (ComfyUI skips uncond), one pass per step
 
     def check(self) -> None:
         if len(self.video_shape) != 5:
