@@ -229,12 +229,35 @@ class _Converter:
         return ("value", self.instance_widget(scope, name))
 
     def instance_widget(self, scope: Scope, name: str) -> Any:
-        """The value of a subgraph instance's promoted widget `name`."""
+        """The value of a subgraph instance's promoted widget `name`: the instance's own value where it
+        stores one (by name, or by position among the promoted inputs), else the inner widget's value,
+        as the frontend seeds a promoted widget from the widget it promotes (SubgraphNode.configure)."""
         named = scope.instance.get("widgets_values_named")
         if named is not None and name in named:
             return named[name]
-        widget_inputs = [i["name"] for i in scope.definition["inputs"] if i["type"] in WIDGET_TYPES]
-        return scope.instance["widgets_values"][widget_inputs.index(name)]
+        position = promoted_inputs(scope.definition).index(name)
+        values = scope.instance.get("widgets_values") or []
+        if position < len(values):
+            return values[position]
+        return self.inner_widget(scope, name)
+
+    def inner_widget(self, scope: Scope, name: str) -> Any:
+        """The value of the first inner widget that the subgraph input `name` feeds."""
+        slot = next(i for i in scope.definition["inputs"] if i["name"] == name)
+        for link_id in slot.get("linkIds", []):
+            link = scope.links[link_id]
+            node = scope.nodes[link.target_id]
+            widget = node["inputs"][link.target_slot].get("widget")
+            if widget is None:
+                continue
+            if node["type"] in self.subgraphs:  # promoted again from a nested subgraph
+                return self.instance_widget(self.child(scope, node), widget["name"])
+            values = dict(widget_values(self.object_info[node["type"]], node.get("widgets_values") or []))
+            if widget["name"] in values:
+                return values[widget["name"]]
+        raise ValueError(
+            f"subgraph node {scope.prefix.rstrip(':')}: its input {name!r} has no value and feeds no widget"
+        )
 
     def bypass(self, scope: Scope, node: dict, link: Link) -> Source:
         """A bypassed node hands on its input of the link's type: the same slot first, as the frontend."""
@@ -357,10 +380,20 @@ def set_face(workflow: dict, label: str, value: Any) -> None:
                     output["links"].remove(link_id)
         ui_input["link"] = None
     name = ui_input["name"]
-    widget_inputs = [i["name"] for i in subgraphs[instance["type"]]["inputs"] if i["type"] in WIDGET_TYPES]
-    instance["widgets_values"][widget_inputs.index(name)] = value
-    if "widgets_values_named" in instance:
-        instance["widgets_values_named"][name] = value
+    position = promoted_inputs(subgraphs[instance["type"]]).index(name)
+    values = instance.get("widgets_values") or []
+    if position < len(values):
+        values[position] = value
+    if "widgets_values_named" in instance or position >= len(values):
+        # An instance saved without its own values (the promoted widgets show the inner ones, e.g.
+        # video_ltx2_3_flf2v) keeps the edit by name; the others stay the inner widgets' values.
+        instance.setdefault("widgets_values_named", {})[name] = value
+
+
+def promoted_inputs(definition: Mapping[str, Any]) -> list[str]:
+    """A subgraph's inputs that show a widget on its instances, in the order of the instances'
+    positional widgets_values."""
+    return [i["name"] for i in definition["inputs"] if i["type"] in WIDGET_TYPES]
 
 
 def nodes_of(prompt: Mapping[str, dict], class_type: str) -> list[str]:

@@ -81,6 +81,38 @@ def test_face_widgets_reach_the_inner_nodes(templates, object_info):
     assert prompt["267:330"]["inputs"]["value"] is False
 
 
+def test_an_instance_saved_without_values_shows_the_inner_widgets(templates, object_info):
+    """video_ltx2_3_flf2v's subgraph node saves no widgets_values (its face lists proxyWidgets): each face
+    widget shows the value of the inner widget it feeds, and a value typed there reaches every inner
+    node that input feeds."""
+    workflow = load_template(templates, "video_ltx2_3_flf2v")
+    (instance,) = [n for n in workflow["nodes"] if n["id"] == 129]
+    assert instance["widgets_values"] == []
+    prompt = ui_to_prompt(workflow, object_info)
+    assert_links_resolve(prompt)
+    assert [prompt[k]["inputs"]["value"] for k in ("129:113", "129:98", "129:114")] == [1280, 720, 25]
+    checkpoints = {prompt[k]["inputs"]["ckpt_name"] for k in ("129:126", "129:103", "129:127")}
+    assert checkpoints == {"ltx-2.3-22b-distilled-fp8.safetensors"}  # one face widget, three inner nodes
+    set_face(workflow, "width", 128)
+    set_face(workflow, "fps", 8)
+    prompt = ui_to_prompt(workflow, object_info)
+    assert [prompt[k]["inputs"]["value"] for k in ("129:113", "129:98", "129:114")] == [128, 720, 8]
+
+
+def test_ltx23_id_lora_takes_audio_and_a_second_lora(templates, object_info):
+    workflow = load_template(templates, "video_ltx2_3_id_lora")
+    set_face(workflow, "duration", 1.0)  # a FLOAT on this template's face
+    prompt = ui_to_prompt(workflow, object_info)
+    assert_links_resolve(prompt)
+    assert prompt["276"] == {"class_type": "LoadAudio", "inputs": {"audio": "ltx23_reference_audio.mp3"}}
+    assert inner(prompt, "LTXVReferenceAudio")["reference_audio"] == ["276", 0]
+    loras = {
+        prompt[k]["inputs"]["lora_name"]: prompt[k]["inputs"] for k in nodes_of(prompt, "LoraLoaderModelOnly")
+    }
+    assert loras["ltx-2.3-id-lora-talkvid-3k.safetensors"]["model"] == ["340:293", 0]  # on the distilled one
+    assert prompt["340:331"]["inputs"]["value"] == 1.0
+
+
 def test_typing_into_a_connected_face_widget_disconnects_it(templates, object_info):
     workflow = load_template(templates, "video_ltx2_5_t2v")
     set_face(workflow, "width", 128)  # fed by the top-level ResolutionSelector in the template
