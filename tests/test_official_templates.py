@@ -4,8 +4,9 @@ native and with the MGPU Loader's MODEL swapped in; the two must agree (issue 18
 Each template is converted as the frontend would queue it and shrunk to CPU scale through the widgets
 a user sees on the subgraph's face (width/height/duration/fps, prompt enhancer off: it would generate
 up to 2,048 tokens with the random tiny Gemma); everything else is the template's own: guiders,
-samplers, sigmas, both stages, the latent upscaler, the distilled LoRA at 0.5, tiled VAE decode.
-The tiny files sit under the released names. ComfyUI's Gemma loader gets the tiny sizes from a test
+samplers, sigmas, both stages, the latent upscaler, the distilled LoRA at 0.5, tiled VAE decode, the
+first/last-frame guides, the ID-LoRA and its reference voice, ia2v's soundtrack. The tiny files sit
+under the released names; the images and audio the templates load are written into the input folder. ComfyUI's Gemma loader gets the tiny sizes from a test
 shim (tests/comfyui_test_shims/). Both sides run float32: `--fp32-unet` for CheckpointLoaderSimple's
 MODEL (on CPU ComfyUI would pick bf16 for it) and `--fp32-text-enc` for the text encoder's wrapper
 (fp16 otherwise; Gemma itself stays in its file's dtype, bf16), weight_dtype float32 on the MGPU Loader.
@@ -13,12 +14,12 @@ MODEL (on CPU ComfyUI would pick bf16 for it) and `--fp32-text-enc` for the text
 Swap: the MGPU Loader (2 CPU ranks) feeds every MODEL input that the checkpoint's MODEL fed (LTX-2.5:
 UNETLoader's, the loader taking the template's two VAELoader files; the parity runs pick the bf16
 transformer in UNETLoader, the template's int8 convrot one is an expected failure for now, see its
-marker). The 2.3 templates put the distilled LoRA on it with LoraLoaderModelOnly (the 2.5 ones are
-distilled models, no LoRA): the literal swap keeps that node (its patches run on the ranks, NOTE [node
+marker). The 2.3 templates put the distilled LoRA on it with LoraLoaderModelOnly (the 2.5 ones and 2.3's
+flf2v load distilled models, no LoRA; id_lora adds the ID-LoRA on top): the literal swap keeps that node (its patches run on the ranks, NOTE [node
 patches] in nodes/group_model/patches.py); a second run takes the LoRA in the loader (lora_name,
 lora_strength) in that node's place.
 Compared: the saved video (frames, size, fps, audio) and the latents before decode (SaveLatent added to
-both graphs on the last LTXVSeparateAVLatent) within 1e-5 of their largest magnitude. Our heavy nodes
+both graphs on what the two decoders take) within 1e-5 of their largest magnitude. Our heavy nodes
 in the same graph: Distributed VAE Decode (tiled) for VAEDecodeTiled, compared on the float32 frames
 too; MGPU Text Encode for CLIPTextEncode. Distributed VAE Decode takes the template's own tile settings
 (the 2.3 templates overlap chunks by 4 frames).
@@ -38,6 +39,7 @@ from pathlib import Path
 import pytest
 from comfyui_harness import (
     ComfyUIServer,
+    ServerError,
     comfyui_in_process,
     comfyui_root,
     make_layout,
@@ -50,6 +52,8 @@ pytestmark = pytest.mark.comfyui
 SHIM_FOLDER = "ltx2_mgpu_TEST_SHIM"
 SHIM_SOURCE = Path(__file__).parent / "comfyui_test_shims" / "template_test_shim.py"
 CHECKPOINT_23 = "ltx-2.3-22b-dev-fp8.safetensors"
+DISTILLED_CHECKPOINT_23 = "ltx-2.3-22b-distilled-fp8.safetensors"  # video_ltx2_3_flf2v's (no LoRA there)
+ID_LORA_23 = "ltx-2.3-id-lora-talkvid-3k.safetensors"  # video_ltx2_3_id_lora's second LoraLoaderModelOnly
 DISTILLED_LORA_23 = "ltx_2.3_22b_distilled_1.1_lora_dynamic_fro09_avg_rank_111_bf16.safetensors"
 RELEASED_23 = {
     "checkpoints": CHECKPOINT_23,
@@ -66,7 +70,14 @@ RELEASED_25 = {  # the split files of the 2.5 templates; the prompt enhancer's G
     "prompt_enhancer": "gemma4_e2b_it_int8_convrot.safetensors",
     "latent_upscale_models": "ltx-2.5-latent-spatial-upscaler-x2-bf16-1.0.safetensors",
 }
-I2V_IMAGES = ("egyptian_queen.png", "neon_cyborg_portrait.png")  # what the i2v templates' LoadImage asks for
+# What the templates' LoadImage and LoadAudio nodes ask for in ComfyUI's input folder.
+INPUT_IMAGES = (
+    "egyptian_queen.png", "neon_cyborg_portrait.png",  # i2v
+    "low_view_classic_car.png", "high_view_classic_car.png", "robot_hand_energy.png", "robot_hand.png",  # flf2v
+    "vintage_thinker.png", "cactus_man.png",  # id_lora, ia2v
+)  # fmt: skip
+INPUT_AUDIO = ("ltx23_reference_audio.mp3", "ltx_23_audio.mp3")  # id_lora's reference voice, ia2v's track
+AUDIO_S = 2.0  # longer than DURATION_S: ia2v trims its soundtrack to the video's duration
 # CPU scale on the subgraph's face: stage 1 samples at half size (64x64, latent 2x2), stage 2 at
 # 128x128; 1 s at 8 fps = 9 frames (2 latent frames). The face labels are per template (LTX-2.5's t2v
 # says frame_rate where 2.3 says fps): adding a template is an entry in FACES and its files in `server`.
@@ -74,15 +85,29 @@ WIDTH, HEIGHT, FPS, DURATION_S = 128, 128, 8, 1
 FRAMES = DURATION_S * FPS + 1
 FACE_23 = {"width": WIDTH, "height": HEIGHT, "duration": DURATION_S, "fps": FPS, "prompt_enhance": False}
 FACE_25 = {k: v for k, v in FACE_23.items() if k != "fps"} | {"frame_rate": FPS}
+FACE_NO_ENHANCER = {k: v for k, v in FACE_23.items() if k != "prompt_enhance"}
 FACES = {
     "video_ltx2_3_t2v": FACE_23, "video_ltx2_3_i2v": FACE_23, "video_ltx2_5_t2v": FACE_25, "video_ltx2_5_i2v": FACE_25,
+    "video_ltx2_3_flf2v": FACE_NO_ENHANCER,
+    "video_ltx2_5_flf2v": {k: v for k, v in FACE_25.items() if k != "frame_rate"} | {"fram_rate": FPS},  # sic
+    "video_ltx2_3_id_lora": FACE_NO_ENHANCER | {"duration": float(DURATION_S)},  # a FLOAT there
+    "video_ltx2_3_ia2v": FACE_23 | {"duration": float(DURATION_S)},
 }  # fmt: skip
+# A limitation of the pack the templates meet, measured: LTXVAddGuide below strength 1 makes ComfyUI build a
+# GuideAttentionMask, which our sequence parallelism refuses (workers/engine/comfy/sequence_parallel.py);
+# the first/last-frame templates guide both frames at 0.7.
+GUIDE_STRENGTH_REFUSAL = "guide attention strengths below 1 (LTXVAddGuide) are not supported under sequence"
+GUIDED_BELOW_1 = ("video_ltx2_3_flf2v", "video_ltx2_5_flf2v")
 TOLERANCE = 1e-5  # of the largest magnitude, float32 (issue 18)
 # Decoded frames: tests/test_comfy_vae_ltx23.py's bound for our decode against ComfyUI's on the same
 # latent, widened to TOLERANCE because here the latents themselves differ by up to TOLERANCE.
 FRAMES_TOLERANCE = TOLERANCE
 TIMEOUT_S = 1200
 LOADER_ID = "9000"
+
+
+class GuideStrengthRefused(ServerError):
+    """The prompt failed with GUIDE_STRENGTH_REFUSAL: what the xfail markers below expect, and only that."""
 
 
 @dataclass(frozen=True)
@@ -107,17 +132,19 @@ def server(tmp_path_factory, tiny25) -> Iterator[ComfyUIServer]:
 
     from ltx2_mgpu.workers.embedded.tiny_gemma import make_tiny_gemma
     from ltx2_mgpu.workers.embedded.tiny_ltx23 import make_tiny_ltx23, make_tiny_ltx23_loras
+    from ltx2_mgpu.workers.embedded.tiny_variants import make_tiny_lora
 
     staging = tmp_path_factory.mktemp("released-names")
     with comfyui_in_process(comfyui_root()):  # make_tiny_ltx23 builds ComfyUI's classes
         files = make_tiny_ltx23(staging / "tiny")
     gemma = make_tiny_gemma(staging / "gemma")
     lora, text_lora = make_tiny_ltx23_loras(files, gemma)
+    id_lora = make_tiny_lora(staging / "tiny" / "id_lora.safetensors", files.checkpoint, seed=1)
     sources = {
-        "checkpoints": [(CHECKPOINT_23, files.checkpoint)],
+        "checkpoints": [(CHECKPOINT_23, files.checkpoint), (DISTILLED_CHECKPOINT_23, files.checkpoint)],
         "latent_upscale_models": [(RELEASED_23["latent_upscale_models"], files.spatial_upscaler_x2)],
         "text_encoders": [(RELEASED_23["text_encoders"], gemma)],
-        "loras": [(DISTILLED_LORA_23, lora), (RELEASED_23["text_loras"], text_lora)],
+        "loras": [(DISTILLED_LORA_23, lora), (RELEASED_23["text_loras"], text_lora), (ID_LORA_23, id_lora)],
     }
     for folder, name, source in (
         ("diffusion_models", RELEASED_25["diffusion_models"], tiny25.transformer_int8),
@@ -145,8 +172,10 @@ def server(tmp_path_factory, tiny25) -> Iterator[ComfyUIServer]:
         json.dumps(tiny_gemma_sizes(gemma))
     )
     (layout.custom_nodes / SHIM_FOLDER / "tiny_gemma4.json").write_text(json.dumps(tiny_gemma4_config()))
-    for image in I2V_IMAGES:
+    for image in INPUT_IMAGES:
         _write_image(layout.base / "input" / image)
+    for audio in INPUT_AUDIO:
+        _write_audio(layout.base / "input" / audio)
     with ComfyUIServer(comfyui_root(), layout, extra_args=["--fp32-unet", "--fp32-text-enc"]) as running:
         yield running
 
@@ -177,41 +206,64 @@ def _write_image(path: Path) -> None:
     Image.fromarray(gradient).save(path)
 
 
+def _write_audio(path: Path) -> None:
+    """AUDIO_S of a stereo chirp, encoded as the file name says (mp3: the templates ask for mp3 files)."""
+    import av
+    import numpy as np
+
+    rate = 44100
+    t = np.arange(int(AUDIO_S * rate)) / rate
+    wave = 0.3 * np.sin(2 * np.pi * (220 + 200 * t) * t)
+    samples = np.stack([wave, wave[::-1]]).astype(np.float32)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with av.open(str(path), "w") as container:
+        stream = container.add_stream(path.suffix[1:], rate=rate, layout="stereo")
+        frame_size = stream.codec_context.frame_size or 1152
+        for start in range(0, samples.shape[1], frame_size):
+            chunk = np.ascontiguousarray(samples[:, start : start + frame_size])
+            frame = av.AudioFrame.from_ndarray(chunk, format="fltp", layout="stereo")
+            frame.sample_rate = rate
+            container.mux(stream.encode(frame))
+        container.mux(stream.encode(None))
+
+
 # ----- graphs ------------------------------------------------------------------------------------
 
 
 def tiny_prompt(object_info: dict, templates: Path, name: str, label: str) -> dict:
     """The template as the frontend queues it after a user set FACES[name] on the subgraph, with SaveLatent
-    on the latents before decode (video and audio, file names starting with `label`)."""
+    on the latents the decoders take (video and audio, file names starting with `label`): the last
+    LTXVSeparateAVLatent's outputs, through LTXVCropGuides where a template guides with frames."""
     workflow = load_template(templates, name)
-    for label, value in FACES[name].items():
-        set_face(workflow, label, value)
+    for face, value in FACES[name].items():
+        set_face(workflow, face, value)
     prompt = ui_to_prompt(workflow, object_info)
     for node in prompt.values():
         if node["class_type"] == "SaveVideo":
             node["inputs"]["filename_prefix"] = f"video/{label}"
-    (decode,) = nodes_of(prompt, "VAEDecodeTiled")
-    separate = prompt[decode]["inputs"]["samples"][0]
-    for slot, kind in ((0, "video"), (1, "audio")):
+    for slot, (decoder, kind) in enumerate((("VAEDecodeTiled", "video"), ("LTXVAudioVAEDecode", "audio"))):
+        (decode,) = nodes_of(prompt, decoder)
+        samples = prompt[decode]["inputs"]["samples"]
         prompt[f"91{slot}"] = {
             "class_type": "SaveLatent",
-            "inputs": {"samples": [separate, slot], "filename_prefix": f"latents/{label}_{kind}"},
+            "inputs": {"samples": samples, "filename_prefix": f"latents/{label}_{kind}"},
         }
     return prompt
 
 
-def swap_loader(prompt: dict, *, lora_in_loader: bool) -> dict:
+def swap_loader(prompt: dict, *, lora_in_loader: bool, gpus: str = "cpu:2") -> dict:
     """The MGPU Loader's MODEL wherever CheckpointLoaderSimple's MODEL went (LTX-2.5: UNETLoader's, with
     the VAELoaders' files for video and audio); with `lora_in_loader`, the distilled LoRA moves from
-    LoraLoaderModelOnly into the loader (that node's consumers take the loader's MODEL; the 2.5
-    templates have none). Every other node unchanged."""
+    the LoraLoaderModelOnly on the checkpoint's MODEL into the loader (that node's consumers take the
+    loader's MODEL; the 2.5 templates and 2.3's flf2v have none; id_lora's second one, the ID-LoRA,
+    stays a node on the loader's MODEL). Every other node unchanged."""
     graph = copy.deepcopy(prompt)
     (checkpoint,) = nodes_of(graph, "CheckpointLoaderSimple") + nodes_of(graph, "UNETLoader")
     replaced = [checkpoint]
     inputs = graph[checkpoint]["inputs"]
     loader_inputs = {
         "ckpt_name": inputs.get("ckpt_name", inputs.get("unet_name")),
-        "gpus": "cpu:2",
+        "gpus": gpus,
         "weight_dtype": "float32",
     }
     if graph[checkpoint]["class_type"] == "UNETLoader":
@@ -221,10 +273,13 @@ def swap_loader(prompt: dict, *, lora_in_loader: bool) -> dict:
             (node,) = nodes_of(graph, decoder)
             vae_loader = graph[node]["inputs"][vae_input][0]
             loader_inputs[loader_input] = graph[vae_loader]["inputs"]["vae_name"]
-    if lora_in_loader and nodes_of(graph, "LoraLoaderModelOnly"):
-        (lora,) = nodes_of(graph, "LoraLoaderModelOnly")
+    on_checkpoint = [
+        node_id for node_id in nodes_of(graph, "LoraLoaderModelOnly")
+        if graph[node_id]["inputs"]["model"] == [checkpoint, 0]
+    ]  # fmt: skip
+    if lora_in_loader and on_checkpoint:
+        (lora,) = on_checkpoint
         lora_inputs = graph.pop(lora)["inputs"]
-        assert lora_inputs["model"] == [checkpoint, 0], "the template's LoRA sits on the checkpoint's MODEL"
         loader_inputs.update(lora_name=lora_inputs["lora_name"], lora_strength=lora_inputs["strength_model"])
         replaced.append(lora)
     graph[LOADER_ID] = {"class_type": "LTX2MGPULoader", "inputs": loader_inputs}
@@ -285,7 +340,12 @@ def run(server: ComfyUIServer, prompt: dict) -> RunResult:
     from safetensors.torch import load_file
 
     t0 = time.monotonic()
-    entry = server.run_prompt(prompt, TIMEOUT_S)
+    try:
+        entry = server.run_prompt(prompt, TIMEOUT_S)
+    except ServerError as exc:
+        if GUIDE_STRENGTH_REFUSAL in str(exc):
+            raise GuideStrengthRefused(str(exc)) from None
+        raise
     wall_s = time.monotonic() - t0
     files = saved_files(entry, server.layout.output)
     (video,) = [f for f in files if f.suffix == ".mp4"]
@@ -332,21 +392,39 @@ def bf16_transformer(prompt: dict) -> dict:
     return prompt
 
 
-def run_native_and_swapped(server, object_info, templates, template: str, pick=lambda prompt: prompt):
+def run_native_and_swapped(
+    server, object_info, templates, template: str, pick=lambda prompt: prompt, gpus: str = "cpu:2"
+):
     native = run(server, pick(tiny_prompt(object_info, templates, template, f"{template}_native")))
-    ours = run(
-        server,
-        swap_loader(
-            pick(tiny_prompt(object_info, templates, template, f"{template}_mgpu")), lora_in_loader=True
-        ),
-    )
-    print(f"{template}: native {native.wall_s:.0f} s, MGPU Loader's MODEL (2 CPU ranks) {ours.wall_s:.0f} s")
+    graph = pick(tiny_prompt(object_info, templates, template, f"{template}_mgpu_{gpus.replace(':', '')}"))
+    ours = run(server, swap_loader(graph, lora_in_loader=True, gpus=gpus))
+    print(f"{template}: native {native.wall_s:.0f} s, MGPU Loader's MODEL ({gpus}) {ours.wall_s:.0f} s")
     return native, ours
 
 
-@pytest.mark.parametrize("template", list(FACES))
+GUIDE_STRENGTH_XFAIL = pytest.mark.xfail(
+    strict=True,
+    raises=GuideStrengthRefused,
+    reason="measured: the first/last-frame templates guide at LTXVAddGuide strength 0.7; the native graph runs, "
+    "the MGPU Loader's MODEL (SP on 2 ranks) fails with 'guide attention strengths below 1 (LTXVAddGuide) are "
+    "not supported under sequence parallelism yet; set the guide strength to 1 or run on one GPU'",
+)
+
+
+@pytest.mark.parametrize(
+    "template", [pytest.param(t, marks=GUIDE_STRENGTH_XFAIL) if t in GUIDED_BELOW_1 else t for t in FACES]
+)
 def test_template_with_the_mgpu_loaders_model_matches_native(server, object_info, templates, template):
     assert_same_video(*run_native_and_swapped(server, object_info, templates, template, bf16_transformer))
+
+
+@pytest.mark.parametrize("template", GUIDED_BELOW_1)
+def test_templates_guided_below_1_match_native_on_one_rank(server, object_info, templates, template):
+    """What GUIDE_STRENGTH_REFUSAL advises: the first/last-frame templates on one worker (no sequence
+    parallelism) give native's latents, keyframe guides at 0.7 and their crop included."""
+    assert_same_video(
+        *run_native_and_swapped(server, object_info, templates, template, bf16_transformer, "cpu:1")
+    )
 
 
 @pytest.mark.xfail(
