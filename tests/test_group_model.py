@@ -12,6 +12,7 @@ in this process; only the reduction order of attention over split tokens and hea
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -37,6 +38,7 @@ class Graph:
     sampler: str = "euler_ancestral"
     inplace_strength: float | None = None  # LTXVImgToVideoInplace on the video latent
     keyframe: bool = False  # LTXVAddGuide of one image at the last frame, LTXVCropGuides after
+    guide_strength: float = 1.0  # of that keyframe guide (below 1: ComfyUI's guide attention mask)
     stg_blocks: str = ""  # LTXVSpatioTemporalGuidance on the MODEL (scale 1)
     ksampler: bool = False  # KSampler (3 steps of the "simple" scheduler) instead of SamplerCustomAdvanced
     modality_scale: float | None = None  # LTXVModalityGuidance on the MODEL
@@ -49,6 +51,8 @@ GRAPHS = {
     "t2v-cfg3": Graph(),
     "i2v-inplace-0.8": Graph(inplace_strength=0.8),
     "keyframe-guide-cropped": Graph(keyframe=True, sampler="euler"),
+    # flf2v templates guide at 0.7: the guide attention mask, applied after the head exchange under SP.
+    "keyframe-guide-0.7": Graph(keyframe=True, guide_strength=0.7, sampler="euler"),
     "stg-block1": Graph(stg_blocks="1"),
     "dual-cfg": Graph(guider="dual", sampler="euler"),
     "ksampler-simple": Graph(ksampler=True),
@@ -88,7 +92,7 @@ def run_graph(comfy, model, graph: Graph, sample=None) -> list[torch.Tensor]:  #
             (video,) = lt.LTXVImgToVideoInplace.execute(comfy.vae, image, video, graph.inplace_strength)
         if graph.keyframe:
             positive, negative, video = lt.LTXVAddGuide.execute(
-                positive, negative, comfy.vae, video, image.flip(1), -1, 1.0
+                positive, negative, comfy.vae, video, image.flip(1), -1, graph.guide_strength
             )
         if graph.video_guide:
             clip = torch.rand(9, HEIGHT, WIDTH, 3, generator=torch.Generator().manual_seed(8))
@@ -182,7 +186,7 @@ def test_group_model_matches_native_model(comfy, group_model, name, plan):  # no
     # Every call not split over groups really ran token-split over all ranks (the server's count of
     # split forwards grows by one per such call; on one rank nothing is split).
     counts = [r[0]["split_forwards"] for r in model_calls if r[0]["guidance_groups"] == 1]
-    steps = [b - a for a, b in zip(counts, counts[1:])]
+    steps = [b - a for a, b in itertools.pairwise(counts)]
     assert steps == [1 if ranks > 1 else 0] * len(steps), counts
     _results[(name, ranks, plan)] = ours
     single = _results.get((name, 1, "sp"))

@@ -39,7 +39,6 @@ from pathlib import Path
 import pytest
 from comfyui_harness import (
     ComfyUIServer,
-    ServerError,
     comfyui_in_process,
     comfyui_root,
     make_layout,
@@ -93,21 +92,12 @@ FACES = {
     "video_ltx2_3_id_lora": FACE_NO_ENHANCER | {"duration": float(DURATION_S)},  # a FLOAT there
     "video_ltx2_3_ia2v": FACE_23 | {"duration": float(DURATION_S)},
 }  # fmt: skip
-# A limitation of the pack the templates meet, measured: LTXVAddGuide below strength 1 makes ComfyUI build a
-# GuideAttentionMask, which our sequence parallelism refuses (workers/engine/comfy/sequence_parallel.py);
-# the first/last-frame templates guide both frames at 0.7.
-GUIDE_STRENGTH_REFUSAL = "guide attention strengths below 1 (LTXVAddGuide) are not supported under sequence"
-GUIDED_BELOW_1 = ("video_ltx2_3_flf2v", "video_ltx2_5_flf2v")
 TOLERANCE = 1e-5  # of the largest magnitude, float32 (issue 18)
 # Decoded frames: tests/test_comfy_vae_ltx23.py's bound for our decode against ComfyUI's on the same
 # latent, widened to TOLERANCE because here the latents themselves differ by up to TOLERANCE.
 FRAMES_TOLERANCE = TOLERANCE
 TIMEOUT_S = 1200
 LOADER_ID = "9000"
-
-
-class GuideStrengthRefused(ServerError):
-    """The prompt failed with GUIDE_STRENGTH_REFUSAL: what the xfail markers below expect, and only that."""
 
 
 @dataclass(frozen=True)
@@ -340,12 +330,7 @@ def run(server: ComfyUIServer, prompt: dict) -> RunResult:
     from safetensors.torch import load_file
 
     t0 = time.monotonic()
-    try:
-        entry = server.run_prompt(prompt, TIMEOUT_S)
-    except ServerError as exc:
-        if GUIDE_STRENGTH_REFUSAL in str(exc):
-            raise GuideStrengthRefused(str(exc)) from None
-        raise
+    entry = server.run_prompt(prompt, TIMEOUT_S)
     wall_s = time.monotonic() - t0
     files = saved_files(entry, server.layout.output)
     (video,) = [f for f in files if f.suffix == ".mp4"]
@@ -402,29 +387,11 @@ def run_native_and_swapped(
     return native, ours
 
 
-GUIDE_STRENGTH_XFAIL = pytest.mark.xfail(
-    strict=True,
-    raises=GuideStrengthRefused,
-    reason="measured: the first/last-frame templates guide at LTXVAddGuide strength 0.7; the native graph runs, "
-    "the MGPU Loader's MODEL (SP on 2 ranks) fails with 'guide attention strengths below 1 (LTXVAddGuide) are "
-    "not supported under sequence parallelism yet; set the guide strength to 1 or run on one GPU'",
-)
-
-
-@pytest.mark.parametrize(
-    "template", [pytest.param(t, marks=GUIDE_STRENGTH_XFAIL) if t in GUIDED_BELOW_1 else t for t in FACES]
-)
+# The first/last-frame templates guide both frames at LTXVAddGuide strength 0.7: ComfyUI's guide
+# attention mask, which sequence parallelism applies after the head exchange.
+@pytest.mark.parametrize("template", list(FACES))
 def test_template_with_the_mgpu_loaders_model_matches_native(server, object_info, templates, template):
     assert_same_video(*run_native_and_swapped(server, object_info, templates, template, bf16_transformer))
-
-
-@pytest.mark.parametrize("template", GUIDED_BELOW_1)
-def test_templates_guided_below_1_match_native_on_one_rank(server, object_info, templates, template):
-    """What GUIDE_STRENGTH_REFUSAL advises: the first/last-frame templates on one worker (no sequence
-    parallelism) give native's latents, keyframe guides at 0.7 and their crop included."""
-    assert_same_video(
-        *run_native_and_swapped(server, object_info, templates, template, bf16_transformer, "cpu:1")
-    )
 
 
 @pytest.mark.xfail(

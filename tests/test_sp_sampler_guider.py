@@ -74,7 +74,7 @@ def native(comfy, name: str) -> list[torch.Tensor]:  # noqa: F811
 
 
 GUIDED = ["t2v-cfg3", "dual-cfg", "stg-block1", "modality-3", "reference-audio-2", "i2v-inplace-0.8",
-          "keyframe-guide-cropped"]  # fmt: skip
+          "keyframe-guide-cropped", "keyframe-guide-0.7"]  # fmt: skip
 
 
 @pytest.mark.parametrize("groups", [1, 0, -1], ids=["sp-only", "auto-groups", "a-group-per-rank"])
@@ -110,10 +110,14 @@ def test_sp_sampler_runs_the_guider_as_native(comfy, loader, name, groups):  # n
 
 @pytest.mark.parametrize(
     ("name", "off"),
-    [("modality-3", {"modality_scale": 1.0}), ("reference-audio-2", {"reference_audio": 0.0})],
+    [
+        ("modality-3", {"modality_scale": 1.0}),
+        ("reference-audio-2", {"reference_audio": 0.0}),
+        ("keyframe-guide-0.7", {"guide_strength": 1.0}),  # the guide attention mask takes part
+    ],
 )
 def test_the_extra_passes_change_the_result(comfy, name, off):  # noqa: F811
-    """The parity above would hold for a term the ranks ignored if it changed nothing: it does change."""
+    """The parity above would hold for a term (or mask) the ranks ignored if it changed nothing: it does."""
     without = run_graph(comfy, comfy.model, dataclasses.replace(GRAPHS[name], **off))
     assert all(rel > 1e-3 for _, rel in errors(without, native(comfy, name)))
 

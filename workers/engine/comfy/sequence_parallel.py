@@ -111,6 +111,7 @@ class SequenceParallel:
         # video->audio attention runs on the audio width: its queries are audio tokens.
         self.video_to_audio = SplitAttention.video_to_audio(None, exchange, self.state, audio_heads)
         self._local: dict[int, Any] = {}  # id(full arg) -> its local share, for the running forward
+        self.guide_mask: GuideAttentionMask | None = None  # the running forward's (LTXVAddGuide strength < 1)
         self.split_forwards = 0  # forwards served split (reported to the client; tests check it)
 
     @staticmethod
@@ -147,6 +148,9 @@ class SequenceParallel:
             start = offsets(split.token_counts)[self.exchange.rank]
             end = start + split.token_counts[self.exchange.rank]
             local = dict(args)
+            if self.guide_mask is not None:
+                # The guide mask is over all video tokens: applied after the head exchange (attention()).
+                local["self_attention_mask"] = None
             for key in VIDEO_TOKEN_ARGS:
                 full = args.get(key)
                 if id(full) not in self._local:
@@ -159,17 +163,15 @@ class SequenceParallel:
             if index == last:
                 vx = self.exchange.all_gather_tokens(vx.contiguous(), split.token_counts)
                 self.state.split = None
+                self.guide_mask = None
                 self._local.clear()
             return {"img": (vx, ax)}
 
         return run
 
     def _begin(self, args: dict, vx: torch.Tensor) -> None:
-        if isinstance(args.get("self_attention_mask"), GuideAttentionMask):
-            raise NotImplementedError(
-                "guide attention strengths below 1 (LTXVAddGuide) are not supported under sequence "
-                "parallelism yet; set the guide strength to 1 or run on one GPU"
-            )
+        mask = args.get("self_attention_mask")
+        self.guide_mask = mask if isinstance(mask, GuideAttentionMask) else None
         self._local.clear()
         self.state.split = SequenceSplit(even_split(vx.shape[1], self.exchange.world_size))
         self.split_forwards += 1
@@ -186,8 +188,31 @@ class SequenceParallel:
         def inner(q_h, k_h, v_h, h_local, inner_mask):
             return func(q_h, k_h, v_h, h_local, mask=inner_mask, **kwargs)
 
+        if role == SELF_ATTENTION and self.guide_mask is not None:
+            inner = guided(func, self.guide_mask, kwargs)
         served = self.self_attention if role == SELF_ATTENTION else self.video_to_audio
         return served.run(inner, q, k, v, heads, mask)
+
+
+def guided(func: Callable[..., torch.Tensor], guide: GuideAttentionMask, kwargs: dict) -> Callable:
+    """The head-local attention with LTXVAddGuide's strength mask (strength < 1), as ComfyUI's
+    _attention_with_guide_mask computes it: the queries in three groups (noisy tokens, tracked guide
+    tokens, the rest), each with its own additive mask over the keys. After the head exchange every
+    rank holds all video tokens in order for its heads, so the mask's token positions are global as
+    ComfyUI built them, and every head's attention is the native one."""
+    start, end = guide.guide_start, guide.guide_start + guide.tracked_count
+    masked = {**kwargs, "low_precision_attention": False}  # as ComfyUI: masks and sage attention disagree
+
+    def inner(q_h, k_h, v_h, h_local, _mask):
+        out = torch.empty_like(q_h)
+        if start > 0:
+            out[:, :start] = func(q_h[:, :start], k_h, v_h, h_local, mask=guide.noisy_mask, **masked)
+        out[:, start:end] = func(q_h[:, start:end], k_h, v_h, h_local, mask=guide.tracked_mask, **masked)
+        if end < q_h.shape[1]:
+            out[:, end:] = func(q_h[:, end:], k_h, v_h, h_local, **kwargs)
+        return out
+
+    return inner
 
 
 def install_attention_tags(model: torch.nn.Module) -> None:
