@@ -90,7 +90,7 @@ def sample_comfy(job, request: Sample) -> dict:
         plan = plan_guidance(
             job.world_size,
             passes_per_step(request.guider, request.cfg_video, request.cfg_audio),
-            request.guidance_groups,
+            requested_groups(model, request.guidance_groups),
         )
         if request.guider is not None:
             # The GUIDER's MODEL may carry LoRA nodes' patches; made live here as for a model call.
@@ -153,6 +153,17 @@ def sample_comfy(job, request: Sample) -> dict:
         "parallel_steps": 0 if spread is None else spread.parallel_steps,
         "group_exchange": exchange.name if spread is None else spread.groups.exchange.name,
     }
+
+
+def requested_groups(model, requested: int) -> int:
+    """The guidance group count a job asks for. Auto keeps one group (native's batching) on quantized
+    weights: ComfyUI's quantized layers give other numbers for a batch than for its parts (LTX-2.5's int8
+    convrot file, natively, cond and uncond batched or not: 4e-2 / 8e-2 of the largest value apart on
+    the tiny model), so splitting the batch would leave native's result."""
+    from ..wire.requests import GUIDANCE_AUTO
+
+    quantized = getattr(model.patcher.model.model_config, "quant_config", None) is not None
+    return 1 if requested == GUIDANCE_AUTO and quantized else requested
 
 
 def guidance_groups(job, model, count: int):

@@ -107,14 +107,15 @@ def _guidance_share(job, model, request: ComfyModelCall, call: dict, streams: li
     (the plan for its chunk count, workers/strategies/guidance_plan.py), else (None, None)."""
     from ..engine.comfy.model_call import batch_share
     from ..strategies.guidance_plan import plan_guidance
-    from .ops_comfy import guidance_groups
+    from .ops_comfy import guidance_groups, requested_groups
 
     batch = int(streams[0].shape[0])
     chunks = len(call["options"].get("cond_or_uncond") or ()) or batch
-    if job.world_size < 2 or chunks < 2 or request.guidance_groups == 1:
+    requested = requested_groups(model, request.guidance_groups)
+    if job.world_size < 2 or chunks < 2 or requested == 1:
         return None, None
     try:
-        plan = plan_guidance(job.world_size, chunks, request.guidance_groups)
+        plan = plan_guidance(job.world_size, chunks, requested)
     except ValueError as exc:
         raise InputRejected(str(exc)) from exc
     if plan.groups < 2 or chunks % plan.groups:
