@@ -148,10 +148,20 @@ class LTX2SPSampler:
         out_audio = None if parts.audio is None else output_slot(parts.audio.shape, torch.float32)
         request = dataclasses.replace(request, out_video=out_video, out_audio=out_audio)
         replies = run_guided(mgpu_model, request, guider, unique_id, max(1, sigmas.numel() - 1))
-        if replies and replies[0].get("guidance_groups", 1) > 1:
-            console.info(replies[0]["guidance"])
+        report_plan(replies)
         audio = None if out_audio is None else out_audio.tensor
         return (latent_output(parts, out_video.tensor, audio, latent),)
+
+
+_last_plan: list[str] = [""]
+
+
+def report_plan(replies: list[dict]) -> None:
+    """The guidance plan on the console when passes ran side by side, once until it changes."""
+    plan = replies[0].get("guidance", "") if replies and replies[0].get("guidance_groups", 1) > 1 else ""
+    if plan and plan != _last_plan[0]:
+        console.info(plan)
+    _last_plan[0] = plan
 
 
 def guidance_fields(mgpu_model: MGPUModel, positive, negative, guider) -> dict:
