@@ -135,11 +135,11 @@ class LTX2MGPULoader:
                 "guidance_parallel": (
                     list(GUIDANCE_CHOICES),
                     {
-                        "default": "auto",
-                        "tooltip": "How the SP Sampler spreads a step's guidance passes (cond, uncond, STG, "
-                        "modality) over the GPUs: off = every pass over all GPUs in turn; 2 / 4 / 8 = that many "
-                        "groups, each running its passes over its share of the GPUs (e.g. 4 GPUs: 2 groups x 2); "
-                        "auto = the plan printed on the console. Same video either way.",
+                        "default": "off",
+                        "tooltip": "How the SP Sampler (and this MODEL's batched calls) spread a step's guidance "
+                        "passes (cond, uncond, STG, modality) over the GPUs: off = every pass over all GPUs in "
+                        "turn; 2 / 4 / 8 = that many groups, each running its passes over its share of the GPUs "
+                        "(e.g. 4 GPUs: 2 groups x 2); auto = the plan printed on the console. Same video either way.",
                     },
                 ),
             },
@@ -159,7 +159,7 @@ class LTX2MGPULoader:
         fp8_matmul: bool = False,
         video_vae_name: str = FROM_CHECKPOINT,
         audio_vae_name: str = FROM_CHECKPOINT,
-        guidance_parallel: str = "auto",
+        guidance_parallel: str = "off",
         unique_id=None,
     ):
         path = comfy.full_path(MODEL_FOLDERS, ckpt_name)

@@ -32,7 +32,9 @@ def test_group_model_on_the_fp8_checkpoint_matches_native(comfy, lora_files):  #
     folder_paths.add_model_folder_path("checkpoints", str(fp8.parent))
     with torch.inference_mode():  # as ComfyUI's executor loads it (quantized layers move only so)
         native_model = nodes.CheckpointLoaderSimple().load_checkpoint(fp8.name)[0]
-    _, model, info = LTX2MGPULoader().load(fp8.name, "cpu:2", "float32")  # auto: quantized, no groups
+    _, model, info = LTX2MGPULoader().load(
+        fp8.name, "cpu:2", "float32", guidance_parallel="auto"
+    )  # quantized: no groups
     try:
         assert "fp8" in info
         ours_config, native_config = model.model.model_config, native_model.model.model_config

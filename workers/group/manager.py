@@ -46,8 +46,9 @@ class MGPUModel:
     video_vae: str = ""
     audio_vae: str = ""
     family: str = ""  # LTX-2, LTX-2.3, LTX-2.5 (wire/ltx_files.py); "" when not read
-    # Guidance groups for the SP Sampler's passes (workers/strategies/guidance_plan.py): 0 = planned.
-    guidance_groups: int = 0
+    # Guidance groups for a step's passes (workers/strategies/guidance_plan.py): 1 = none (the default
+    # until measured on several GPUs), 0 = planned, n = n groups.
+    guidance_groups: int = 1
 
     @property
     def placement(self) -> Placement:
