@@ -189,6 +189,7 @@ def test_progress_and_cancel_with_a_guider(comfy, loader, monkeypatch):  # noqa:
     from ltx2_mgpu.nodes import comfy as ui
 
     mgpu, model = loader
+    mgpu = dataclasses.replace(mgpu, guidance_groups=0)  # auto: 2 groups on 2 ranks, plain SP on 3
     steps: list[tuple[int, int]] = []
     cancel_at: list[int] = []
 
