@@ -112,11 +112,7 @@ def _split_options(model_options: dict) -> tuple[list[dict], dict]:
         elif key == "disable_cfg1_optimization":
             out[key] = bool(value)
         elif key == "transformer_options":
-            for level in ("wrappers", "callbacks"):
-                for name, by_key in (value.get(level) or {}).items():
-                    for functions in by_key.values():
-                        for function in functions:
-                            raise wire.NotCarried(f"transformer_options[{level!r}][{name!r}]", function)
+            _refuse_functions(value, "transformer_options")
             out[key] = wire.encode(carried_options(value), "the GUIDER's transformer_options", _tensor)
         else:
             raise wire.NotCarried(f"the GUIDER's model_options[{key!r}]", value)
@@ -151,11 +147,19 @@ def _refuse_patcher_extras(patcher: Any) -> None:
             f"the GUIDER's MODEL has object patches {sorted(patcher.object_patches)} (e.g. ModelSamplingLTXV), "
             f"which the SP Sampler does not carry to the workers: {ELSEWHERE}"
         )
+    _refuse_functions(
+        {level: getattr(patcher, level, None) for level in ("wrappers", "callbacks")}, "the GUIDER's MODEL"
+    )
+
+
+def _refuse_functions(holder: dict, where: str) -> None:
+    """NotCarried for the first wrapper or callback in `holder` ({"wrappers" | "callbacks": {name: {key:
+    [functions]}}}): the guider's loop runs in the ranks, where they would never be called."""
     for level in ("wrappers", "callbacks"):
-        for name, by_key in (getattr(patcher, level, None) or {}).items():
+        for name, by_key in (holder.get(level) or {}).items():
             for functions in by_key.values():
                 for function in functions:
-                    raise wire.NotCarried(f"the GUIDER's MODEL {level}[{name!r}]", function)
+                    raise wire.NotCarried(f"{where} {level}[{name!r}]", function)
 
 
 def _conditioning(entries: list[dict], name: str) -> list:

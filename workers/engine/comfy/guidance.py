@@ -17,7 +17,7 @@ import comfy.patcher_extension
 import comfy.samplers
 import torch
 
-from ...wire import model_call as wire
+from .model_call import decode_call
 from .sampling import DualScaleGuider
 
 # transformer_options key naming which extra pass a model call serves: guidance_parallel.py serves
@@ -34,6 +34,13 @@ class ExtraPass:
         self.kind, self.scale = kind, float(scale)
         self.sigma_start, self.sigma_end = float(sigma_start), float(sigma_end)
         self.blocks = frozenset(int(b) for b in blocks)
+
+    @classmethod
+    def from_spec(cls, extra: dict) -> ExtraPass:
+        """From a GuiderSpec.extra_passes entry."""
+        return cls(
+            extra["kind"], extra["scale"], extra["sigma_start"], extra["sigma_end"], extra.get("blocks", ())
+        )
 
     @property
     def weight(self) -> float:
@@ -85,22 +92,12 @@ def _without_reference_audio(entry: dict) -> dict:
     return out
 
 
-def decode_value(value: Any, device: torch.device) -> Any:
-    """A GuiderSpec field back into ComfyUI's values (tensors on `device`)."""
-
-    def tensor(item: dict) -> torch.Tensor:
-        if wire.TAG_INLINE in item:
-            return wire.inline_to_tensor(item).to(device)
-        return item["value"].to(device=device, copy=True)  # not the segment: it is unlinked after the job
-
-    return wire.decode(value, tensor)
-
-
 def build_guider(patcher: Any, spec: Any, device: torch.device) -> comfy.samplers.CFGGuider:
     """ComfyUI's guider for `spec` (a GuiderSpec) on `patcher`, whose clone takes the spec's
     model_options and extra passes."""
     patcher = patcher.clone()
-    options = decode_value(spec.options or {}, device)
+    # A GuiderSpec stores every tensor (never a cached id): each field decodes with a throwaway cache.
+    options = decode_call(spec.options or {}, {}, device)
     transformer_options = options.pop("transformer_options", None)
     if transformer_options:
         patcher.model_options["transformer_options"] = comfy.patcher_extension.merge_nested_dicts(
@@ -108,24 +105,16 @@ def build_guider(patcher: Any, spec: Any, device: torch.device) -> comfy.sampler
         )
     patcher.model_options.update(options)
     for extra in spec.extra_passes:
-        patcher.set_model_sampler_post_cfg_function(
-            ExtraPass(
-                extra["kind"],
-                extra["scale"],
-                extra["sigma_start"],
-                extra["sigma_end"],
-                extra.get("blocks", ()),
-            )
-        )
-    positive = decode_value(spec.positive, device)
+        patcher.set_model_sampler_post_cfg_function(ExtraPass.from_spec(extra))
+    positive = decode_call(spec.positive, {}, device)
     if spec.kind == "dual":
         guider = DualScaleGuider(patcher)
         guider.set_scales(spec.cfg, spec.cfg_audio)
-        guider.set_conds(positive, decode_value(spec.negative, device))
+        guider.set_conds(positive, decode_call(spec.negative, {}, device))
     elif spec.kind == "cfg":
         guider = comfy.samplers.CFGGuider(patcher)
         guider.set_cfg(spec.cfg)
-        guider.set_conds(positive, decode_value(spec.negative, device))
+        guider.set_conds(positive, decode_call(spec.negative, {}, device))
     else:  # basic: the positive alone, cfg 1
         guider = comfy.samplers.CFGGuider(patcher)
         guider.inner_set_conds({"positive": positive})
@@ -146,11 +135,5 @@ def passes_per_step(spec: Any | None, cfg: float, cfg_audio: float | None) -> in
         base = 2  # the dual guider always runs the uncond pass
     else:
         base = 2 if not math.isclose(spec.cfg, 1.0) or options.get("disable_cfg1_optimization") else 1
-    extras = [e for e in spec.extra_passes if ExtraPass(**_pass_args(e)).could_run()]
+    extras = [e for e in spec.extra_passes if ExtraPass.from_spec(e).could_run()]
     return base + len(extras)
-
-
-def _pass_args(extra: dict) -> dict:
-    return {k: extra[k] for k in ("kind", "scale", "sigma_start", "sigma_end")} | {
-        "blocks": extra.get("blocks", ())
-    }
