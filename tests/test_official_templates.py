@@ -5,7 +5,8 @@ Each template is converted as the frontend would queue it and shrunk to CPU scal
 a user sees on the subgraph's face (width/height/duration/fps, prompt enhancer off: it would generate
 up to 2,048 tokens with the random tiny Gemma); everything else is the template's own: guiders,
 samplers, sigmas, both stages, the latent upscaler, the distilled LoRA at 0.5, tiled VAE decode, the
-first/last-frame guides, the ID-LoRA and its reference voice, ia2v's soundtrack. The tiny files sit
+first/last-frame guides, the ID-LoRA and its reference voice, ia2v's soundtrack. The IC-LoRA template runs with
+its depth estimation (MoGe, no tiny stand-in) fed the control video's own frames (without_depth_model). The tiny files sit
 under the released names; the images and audio the templates load are written into the input folder. ComfyUI's Gemma loader gets the tiny sizes from a test
 shim (tests/comfyui_test_shims/). Both sides run float32: `--fp32-unet` for CheckpointLoaderSimple's
 MODEL (on CPU ComfyUI would pick bf16 for it) and `--fp32-text-enc` for the text encoder's wrapper
@@ -53,6 +54,9 @@ SHIM_SOURCE = Path(__file__).parent / "comfyui_test_shims" / "template_test_shim
 CHECKPOINT_23 = "ltx-2.3-22b-dev-fp8.safetensors"
 DISTILLED_CHECKPOINT_23 = "ltx-2.3-22b-distilled-fp8.safetensors"  # video_ltx2_3_flf2v's (no LoRA there)
 ID_LORA_23 = "ltx-2.3-id-lora-talkvid-3k.safetensors"  # video_ltx2_3_id_lora's second LoraLoaderModelOnly
+IC_LORA_23 = (
+    "ltx-2.3-22b-ic-lora-union-control-ref0.5.safetensors"  # video_ltx2_3_ic_lora's, guides at half size
+)
 DISTILLED_LORA_23 = "ltx_2.3_22b_distilled_1.1_lora_dynamic_fro09_avg_rank_111_bf16.safetensors"
 RELEASED_23 = {
     "checkpoints": CHECKPOINT_23,
@@ -74,7 +78,9 @@ INPUT_IMAGES = (
     "egyptian_queen.png", "neon_cyborg_portrait.png",  # i2v
     "low_view_classic_car.png", "high_view_classic_car.png", "robot_hand_energy.png", "robot_hand.png",  # flf2v
     "vintage_thinker.png", "cactus_man.png",  # id_lora, ia2v
+    "the_forgotten_gate.png",  # ic_lora's first frame
 )  # fmt: skip
+INPUT_VIDEO = "stone_ruins.mp4"  # ic_lora's control video
 INPUT_AUDIO = ("ltx23_reference_audio.mp3", "ltx_23_audio.mp3")  # id_lora's reference voice, ia2v's track
 AUDIO_S = 2.0  # longer than DURATION_S: ia2v trims its soundtrack to the video's duration
 # CPU scale on the subgraph's face: stage 1 samples at half size (64x64, latent 2x2), stage 2 at
@@ -91,6 +97,8 @@ FACES = {
     "video_ltx2_5_flf2v": {k: v for k, v in FACE_25.items() if k != "frame_rate"} | {"fram_rate": FPS},  # sic
     "video_ltx2_3_id_lora": FACE_NO_ENHANCER | {"duration": float(DURATION_S)},  # a FLOAT there
     "video_ltx2_3_ia2v": FACE_23 | {"duration": float(DURATION_S)},
+    # The length follows the control video (INPUT_VIDEO: DURATION_S at FPS).
+    "video_ltx2_3_ic_lora": {k: v for k, v in FACE_23.items() if k != "duration"},
 }  # fmt: skip
 TOLERANCE = 1e-5  # of the largest magnitude, float32 (issue 18)
 # Decoded frames: tests/test_comfy_vae_ltx23.py's bound for our decode against ComfyUI's on the same
@@ -134,11 +142,20 @@ def server(tmp_path_factory, tiny25) -> Iterator[ComfyUIServer]:
     gemma = make_tiny_gemma(staging / "gemma")
     lora, text_lora = make_tiny_ltx23_loras(files, gemma)
     id_lora = make_tiny_lora(staging / "tiny" / "id_lora.safetensors", files.checkpoint, seed=1)
+    ic_lora = with_metadata(
+        make_tiny_lora(staging / "tiny" / "ic_lora.safetensors", files.checkpoint, seed=2),
+        {"reference_downscale_factor": "2"},  # what GetICLoRAParameters reads: "ref0.5" in the name
+    )
     sources = {
         "checkpoints": [(CHECKPOINT_23, files.checkpoint), (DISTILLED_CHECKPOINT_23, files.checkpoint)],
         "latent_upscale_models": [(RELEASED_23["latent_upscale_models"], files.spatial_upscaler_x2)],
         "text_encoders": [(RELEASED_23["text_encoders"], gemma)],
-        "loras": [(DISTILLED_LORA_23, lora), (RELEASED_23["text_loras"], text_lora), (ID_LORA_23, id_lora)],
+        "loras": [
+            (DISTILLED_LORA_23, lora),
+            (RELEASED_23["text_loras"], text_lora),
+            (ID_LORA_23, id_lora),
+            (IC_LORA_23, ic_lora),
+        ],
     }
     for folder, name, source in (
         ("diffusion_models", RELEASED_25["diffusion_models"], tiny25.transformer_int8),
@@ -170,6 +187,7 @@ def server(tmp_path_factory, tiny25) -> Iterator[ComfyUIServer]:
         _write_image(layout.base / "input" / image)
     for audio in INPUT_AUDIO:
         _write_audio(layout.base / "input" / audio)
+    _write_video(layout.base / "input" / INPUT_VIDEO)
     with ComfyUIServer(comfyui_root(), layout, extra_args=["--fp32-unet", "--fp32-text-enc"]) as running:
         yield running
 
@@ -198,6 +216,33 @@ def _write_image(path: Path) -> None:
     side = 160
     gradient = np.linspace(0, 255, side * side * 3).reshape(side, side, 3).astype(np.uint8)
     Image.fromarray(gradient).save(path)
+
+
+def with_metadata(path: Path, extra: dict[str, str]) -> Path:
+    from safetensors import safe_open
+    from safetensors.torch import load_file, save_file
+
+    with safe_open(str(path), framework="pt") as f:
+        metadata = dict(f.metadata() or {})
+    save_file(load_file(str(path)), str(path), metadata=metadata | extra)
+    return path
+
+
+def _write_video(path: Path) -> None:
+    """DURATION_S at FPS of a moving gradient, 160x160 (the template scales it to the face's size)."""
+    import av
+    import numpy as np
+
+    side = 160
+    with av.open(str(path), "w") as container:
+        stream = container.add_stream("libx264", rate=FPS)
+        stream.width = stream.height = side
+        stream.pix_fmt = "yuv420p"
+        base = np.linspace(0, 255, side * side * 3).reshape(side, side, 3)
+        for index in range(FRAMES):
+            image = ((base + 16 * index) % 256).astype(np.uint8)
+            container.mux(stream.encode(av.VideoFrame.from_ndarray(image, format="rgb24")))
+        container.mux(stream.encode(None))
 
 
 def _write_audio(path: Path) -> None:
@@ -231,7 +276,7 @@ def tiny_prompt(object_info: dict, templates: Path, name: str, label: str) -> di
     workflow = load_template(templates, name)
     for face, value in FACES[name].items():
         set_face(workflow, face, value)
-    prompt = ui_to_prompt(workflow, object_info)
+    prompt = without_depth_model(ui_to_prompt(workflow, object_info))
     for node in prompt.values():
         if node["class_type"] == "SaveVideo":
             node["inputs"]["filename_prefix"] = f"video/{label}"
@@ -242,6 +287,27 @@ def tiny_prompt(object_info: dict, templates: Path, name: str, label: str) -> di
             "class_type": "SaveLatent",
             "inputs": {"samples": samples, "filename_prefix": f"latents/{label}_{kind}"},
         }
+    return prompt
+
+
+DEPTH_MODEL_NODES = ("LoadMoGeModel", "MoGeInference")
+
+
+def without_depth_model(prompt: dict) -> dict:
+    """The IC-LoRA template's depth estimation (MoGe, a ViT-L with no tiny stand-in) with the control video's
+    own frames in place of its renders: it prepares the control images in the UI process, before any
+    node of ours, and the rest of its subgraph (resize switch, mask) still runs. Other templates as is."""
+    renders = nodes_of(prompt, "MoGeRender")
+    if not renders:
+        return prompt
+    (video_slice,) = nodes_of(prompt, "Video Slice")
+    prompt["930"] = {"class_type": "GetVideoComponents", "inputs": {"video": [video_slice, 0]}}
+    for node_id in [*renders, *(n for kind in DEPTH_MODEL_NODES for n in nodes_of(prompt, kind))]:
+        del prompt[node_id]
+    for node in prompt.values():
+        for key, value in node["inputs"].items():
+            if isinstance(value, list) and value and value[0] in renders:
+                node["inputs"][key] = ["930", 0]
     return prompt
 
 
@@ -406,7 +472,7 @@ def test_ltx25_template_as_released_int8_convrot_matches_native(server, object_i
     assert_same_video(native, ours, INT8_CONVROT_TOLERANCE)
 
 
-@pytest.mark.parametrize("template", ["video_ltx2_3_t2v", "video_ltx2_3_i2v"])
+@pytest.mark.parametrize("template", ["video_ltx2_3_t2v", "video_ltx2_3_i2v", "video_ltx2_3_ic_lora"])
 def test_template_with_only_the_loader_swapped_matches_native(server, object_info, templates, template):
     """Only the loader swapped: the template's LoraLoaderModelOnly patches the MGPU Loader's MODEL, the
     ranks apply its patches with ComfyUI's own patching (NOTE [node patches]); same video and latents."""

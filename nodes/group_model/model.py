@@ -22,6 +22,7 @@ import torch
 from ...workers.group.manager import MGPUModel
 from ...workers.wire.checks import DTYPES
 from ...workers.wire.model_call import origin_of
+from ...workers.wire.model_files import read_safetensors_header
 from .call import GroupModelCall
 from .detection import detect_model
 
@@ -112,7 +113,14 @@ def build_group_model(recipe: MGPUModel) -> Any:
     """A GroupModelPatcher (ComfyUI's MODEL) for `recipe`'s file, served by its worker group."""
     found = detect_model(Path(recipe.checkpoint))
     call = GroupModelCall(recipe)
-    return group_model_from_config(found.config, call, DTYPES[recipe.dtype], found.state_dict, found.prefix)
+    patcher = group_model_from_config(found.config, call, DTYPES[recipe.dtype], found.state_dict, found.prefix)
+    if recipe.loras:
+        # As LoraLoaderModelOnly leaves it: nodes downstream read the LoRA's own settings from its file's
+        # metadata (GetICLoRAParameters: an IC-LoRA's reference downscale factor).
+        metadata = read_safetensors_header(recipe.loras[-1][0]).metadata
+        if metadata:
+            patcher.set_attachments("lora_metadata", dict(metadata))
+    return patcher
 
 
 def group_model_from_config(
