@@ -113,7 +113,9 @@ def build_group_model(recipe: MGPUModel) -> Any:
     """A GroupModelPatcher (ComfyUI's MODEL) for `recipe`'s file, served by its worker group."""
     found = detect_model(Path(recipe.checkpoint))
     call = GroupModelCall(recipe)
-    patcher = group_model_from_config(found.config, call, DTYPES[recipe.dtype], found.state_dict, found.prefix)
+    patcher = group_model_from_config(
+        found.config, call, DTYPES[recipe.dtype], found.state_dict, found.prefix
+    )
     if recipe.loras:
         # As LoraLoaderModelOnly leaves it: nodes downstream read the LoRA's own settings from its file's
         # metadata (GetICLoRAParameters: an IC-LoRA's reference downscale factor).
