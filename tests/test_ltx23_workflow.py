@@ -1,5 +1,6 @@
-"""The LTX-2.3 example workflow (the MGPU twin of ComfyUI's video_ltx2_3_t2v template) run headless in a
-real ComfyUI on the tiny LTX-2.3 (opt-in: COMFYUI_PATH).
+"""The LTX-2.3 example workflow on our own stage nodes (ltx2_3_mgpu_t2v_tdp: video_ltx2_3_t2v's files and
+schedules on the SP Sampler and TDP Upscaler) run headless in a real ComfyUI on the tiny LTX-2.3 (opt-in:
+COMFYUI_PATH). The twins of the official templates run in tests/test_official_templates.py.
 
 The twin's released file names point at the tiny files (same names, same folders), sizes and frame
 counts shrink to CPU scale (tests/test_comfyui_workflows.py tiny_scale), the workers run on 2 CPU ranks.
@@ -51,8 +52,8 @@ def server23(tmp_path_factory) -> Iterator[ComfyUIServer]:
         yield running
 
 
-def test_ltx23_text_to_video_twin_runs_headless(server23):
-    graph = tiny_scale(json.loads((API / "ltx2_3_mgpu_t2v.json").read_text()))
+def test_ltx23_text_to_video_on_sp_and_tdp_runs_headless(server23):
+    graph = tiny_scale(json.loads((API / "ltx2_3_mgpu_t2v_tdp.json").read_text()))
     entry = server23.run_prompt(graph, TIMEOUT_S)
     files = saved_files(entry, server23.layout.output)
     assert len(files) == 1, entry.get("status")
