@@ -4,8 +4,8 @@ Each is the official template's graph (comfyui-workflow-templates-json 0.1.123, 
 the same nodes, values, seeds, schedules and guiders) with the heavy nodes ours: the MGPU Loader's MODEL
 into the template's own guiders and samplers (the LoRA the template puts on the checkpoint fused by the
 loader, except the IC-LoRA, whose parameters GetICLoRAParameters reads from the LoRA node), MGPU Text
-Encode for CLIPTextEncode, Distributed VAE Decode (tiled, the template's tile settings) for
-VAEDecodeTiled. The template's own loaders stay where other nodes need them (its VAE for the image
+Encode for CLIPTextEncode, Distributed VAE Decode for VAEDecodeTiled (tiled, with the template's tile
+settings; LTX-2.5's video VAE is a diffusion decoder, which it serves in exact mode: VAEDecode's frames). The template's own loaders stay where other nodes need them (its VAE for the image
 guides and the latent upscaler, its Gemma for the prompt enhancer). tests/test_official_templates.py
 checks each twin node for node against the downloaded template and runs it on the tiny files.
 """
@@ -17,7 +17,7 @@ from workflow_graph import Graph
 _TWIN = (
     "The MGPU twin of ComfyUI's {template} template ({what}): the template's own graph and settings, with "
     "the MGPU Loader's MODEL{lora} in its guiders and samplers, MGPU Text Encode for the prompts and "
-    "Distributed VAE Decode (tiled) on all GPUs."
+    "Distributed VAE Decode on all GPUs."
 )
 DESCRIPTIONS = {
     name: _TWIN.format(template=name, what=what, lora=lora)

@@ -3,8 +3,9 @@
 `twin_of(prompt)` takes a template's API prompt (tests/template_graphs.py ui_to_prompt) and swaps in what
 example_workflows/make_workflows.py's twins use: the MGPU Loader's MODEL wherever the template's loader
 MODEL went, with the distilled LoRA in the loader (tests/test_official_templates.py swap_loader), MGPU
-Text Encode for each CLIPTextEncode, Distributed VAE Decode (tiled, the template's tile settings) for
-VAEDecodeTiled; nodes that then feed nothing are dropped. Every other node, value and link stays the
+Text Encode for each CLIPTextEncode, Distributed VAE Decode for VAEDecodeTiled (tiled, with the
+template's tile settings; exact for LTX-2.5's diffusion VAE decoder); nodes that then feed nothing are
+dropped. Every other node, value and link stays the
 template's. `same_graph` checks a committed twin against that, node for node in order.
 """
 
@@ -21,6 +22,7 @@ TWIN_LOADER = {
     "gpus": "all", "weight_dtype": "bfloat16", "max_video_tokens": 32768, "mode": "comfyui",
     "compile_blocks": False, "fp8_matmul": False, "guidance_parallel": "off",
 }  # fmt: skip
+FROM_CHECKPOINT = "(from the checkpoint)"  # the loader's VAE choice when the checkpoint holds it
 OUTPUT_NODES = frozenset({"SaveVideo", "PreviewAny", "SaveLatent", "SaveImage"})
 
 
@@ -32,8 +34,8 @@ def _swap_loader(prompt: dict) -> dict:
     inputs = graph[checkpoint]["inputs"]
     loader = {
         "ckpt_name": inputs.get("ckpt_name", inputs.get("unet_name")), **TWIN_LOADER,
-        "lora_name": "None", "lora_strength": 1.0, "video_vae_name": "(from the checkpoint)",
-        "audio_vae_name": "(from the checkpoint)",
+        "lora_name": "None", "lora_strength": 1.0, "video_vae_name": FROM_CHECKPOINT,
+        "audio_vae_name": FROM_CHECKPOINT,
     }  # fmt: skip
     replaced = [checkpoint]
     if graph[checkpoint]["class_type"] == "UNETLoader":
@@ -68,6 +70,10 @@ def _swap_text_and_decode(graph: dict) -> dict:
             "inputs": {"mgpu_model": [LOADER_ID, 0], "text_encoder": text_encoder, "text": inputs["text"],
                        "placement": "auto", "lora_name": "None", "lora_strength": 1.0},
         }  # fmt: skip
+    (loader,) = nodes_of(graph, "LTX2MGPULoader")
+    # LTX-2.5's separate video VAE is a diffusion decoder, which Distributed VAE Decode serves in exact
+    # mode only (VAEDecode's frames); the template's tile settings stay for reference.
+    mode = "exact" if graph[loader]["inputs"]["video_vae_name"] != FROM_CHECKPOINT else "tiled"
     for node_id in nodes_of(graph, "VAEDecodeTiled"):
         tiled = graph[node_id]["inputs"]
         graph[node_id] = {
@@ -75,7 +81,7 @@ def _swap_text_and_decode(graph: dict) -> dict:
             "inputs": {
                 "mgpu_model": [LOADER_ID, 0], "latent": tiled["samples"],
                 **{k: tiled[k] for k in ("tile_size", "overlap", "temporal_size", "temporal_overlap")},
-                "mode": "tiled", "attention_chunk_mb": 0,
+                "mode": mode, "attention_chunk_mb": 0,
             },
         }  # fmt: skip
     return graph

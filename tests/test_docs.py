@@ -53,3 +53,22 @@ def test_troubleshooting_says_to_separate_an_av_latent_before_savelatent():
     troubleshooting = section(README, "Troubleshooting")
     assert "'NestedTensor' object has no attribute 'contiguous'" in troubleshooting
     assert "LTXVSeparateAVLatent" in troubleshooting
+
+
+# The model files of each release (what the MGPU Loader's ckpt_name starts with), by workflow prefix.
+FAMILY_PREFIXES = {"ltx2_mgpu_": "ltx-2-19b", "ltx2_3_mgpu_": "ltx-2.3-", "ltx2_5_mgpu_": "ltx-2.5-"}
+
+
+def test_example_workflow_names_group_them_by_release():
+    """ComfyUI's template browser lists a pack's example workflows as one category, titled by file name,
+    with no sub-groups (0.33's /workflow_templates globs example_workflows/*.json one level deep), so the
+    release prefix is what groups them (alphabetical sort, search). Each prefix matches the file its
+    MGPU Loader loads, and the README lists every workflow."""
+    workflows = sorted((ROOT / "example_workflows").glob("*.json"))
+    assert workflows
+    for path in workflows:
+        (prefix,) = [p for p in FAMILY_PREFIXES if path.stem.startswith(p)]
+        api = json.loads((ROOT / "example_workflows" / "api" / path.name).read_text())
+        (loader,) = [n for n in api.values() if n["class_type"] == "LTX2MGPULoader"]
+        assert loader["inputs"]["ckpt_name"].startswith(FAMILY_PREFIXES[prefix]), path.name
+        assert f"`{path.stem}`" in README, f"README's example-workflow list lacks {path.stem}"

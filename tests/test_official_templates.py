@@ -24,6 +24,10 @@ both graphs on what the two decoders take) within 1e-5 of their largest magnitud
 in the same graph: Distributed VAE Decode (tiled) for VAEDecodeTiled, compared on the float32 frames
 too; MGPU Text Encode for CLIPTextEncode. Distributed VAE Decode takes the template's own tile settings
 (the 2.3 templates overlap chunks by 4 frames).
+The twins in example_workflows/ (make_workflows.py) are checked here too, sharing the server: each is
+the template node for node with our nodes swapped in (tests/template_twins.py), its UI format queues its
+API graph, and its API graph, at the same CPU scale, gives the native run's video and latents (the native
+runs of the parity test are reused).
 The server is shared by the module; later prompts reuse ComfyUI's cache for nodes whose inputs did
 not change (text encoding, loaders), so the wall times printed are not like for like.
 """
