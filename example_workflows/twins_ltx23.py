@@ -3,9 +3,9 @@
 Each is the official template's graph (comfyui-workflow-templates-json 0.1.123, its subgraph flattened;
 the same nodes, values, seeds, schedules and guiders) with the heavy nodes ours: the MGPU Loader's MODEL
 into the template's own guiders and samplers (the LoRA the template puts on the checkpoint fused by the
-loader, except the IC-LoRA, whose parameters GetICLoRAParameters reads from the LoRA node), MGPU Text
-Encode for CLIPTextEncode, Distributed VAE Decode for VAEDecodeTiled (tiled, with the template's tile
-settings; LTX-2.5's video VAE is a diffusion decoder, which it serves in exact mode: VAEDecode's frames). The template's own loaders stay where other nodes need them (its VAE for the image
+loader; its MODEL carries the LoRA file's metadata, which GetICLoRAParameters reads for the IC-LoRA),
+MGPU Text Encode for CLIPTextEncode, Distributed VAE Decode (tiled, the template's tile settings) for
+VAEDecodeTiled. The template's own loaders stay where other nodes need them (its VAE for the image
 guides and the latent upscaler, its Gemma for the prompt enhancer). tests/test_official_templates.py
 checks each twin node for node against the downloaded template and runs it on the tiny files.
 """
@@ -27,7 +27,7 @@ DESCRIPTIONS = {
         ("video_ltx2_3_ia2v", "LTX-2.3 image + audio to video", " (distilled LoRA 0.5 fused)"),
         ("video_ltx2_3_flf2v", "LTX-2.3 first and last frame to video, distilled checkpoint", ""),
         ("video_ltx2_3_ic_lora", "LTX-2.3 IC-LoRA union control from a MoGe depth video; needs the MoGe "
-         "depth model", ""),
+         "depth model", " (IC-LoRA fused)"),
         ("video_ltx2_3_id_lora", "LTX-2.3 ID-LoRA: a reference voice and image", " (distilled LoRA fused)"),
         ("video_ltx2_5_t2v", "LTX-2.5 text-to-video, two stages, split files", ""),
         ("video_ltx2_5_i2v", "LTX-2.5 image-to-video, two stages, split files", ""),
@@ -104,7 +104,7 @@ def template_23_t2v() -> Graph:
             "lora_strength": 1.0,
         },
         (2180, 4480),
-        **{"mgpu_model": (mgpu_loader_1, 0)},
+        mgpu_model=(mgpu_loader_1, 0),
     )
     checkpoint_loader_simple_19 = g.add(
         "CheckpointLoaderSimple", {"ckpt_name": "ltx-2.3-22b-dev-fp8.safetensors"}, (1660, 3660)
@@ -137,21 +137,17 @@ def template_23_t2v() -> Graph:
         "EmptyLTXVLatentVideo",
         {"width": 768, "height": 512, "length": 97, "batch_size": 1},
         (2980, 5200),
-        **{
-            "width": (comfy_math_expression_17, 1),
-            "height": (comfy_math_expression_9, 1),
-            "length": (comfy_math_expression_22, 1),
-        },
+        width=(comfy_math_expression_17, 1),
+        height=(comfy_math_expression_9, 1),
+        length=(comfy_math_expression_22, 1),
     )
     ltxv_empty_latent_audio_24 = g.add(
         "LTXVEmptyLatentAudio",
         {"frames_number": 97, "frame_rate": 25, "batch_size": 1},
         (2970, 4970),
-        **{
-            "frames_number": (comfy_math_expression_22, 1),
-            "frame_rate": (comfy_math_expression_11, 1),
-            "audio_vae": (ltxv_audio_vae_loader_4, 0),
-        },
+        frames_number=(comfy_math_expression_22, 1),
+        frame_rate=(comfy_math_expression_11, 1),
+        audio_vae=(ltxv_audio_vae_loader_4, 0),
     )
     empty_image_25 = g.add(
         "EmptyImage", {"width": 512, "height": 512, "batch_size": 1, "color": 0}, (1170, 5030)
@@ -180,7 +176,8 @@ def template_23_t2v() -> Graph:
             "strength_clip": 1,
         },
         (1150, 2880),
-        **{"model": (mgpu_loader_1, 1), "clip": (ltxav_text_encoder_loader_20, 0)},
+        model=(mgpu_loader_1, 1),
+        clip=(ltxav_text_encoder_loader_20, 0),
     )
     text_generate_ltx2_prompt_28 = g.add(
         "TextGenerateLTX2Prompt",
@@ -199,7 +196,8 @@ def template_23_t2v() -> Graph:
             "use_default_template": True,
         },
         (1580, 2880),
-        **{"prompt": (primitive_string_multiline_21, 0), "clip": (lora_loader_27, 1)},
+        prompt=(primitive_string_multiline_21, 0),
+        clip=(lora_loader_27, 1),
     )
     primitive_boolean_29 = g.add(
         "PrimitiveBoolean", {"value": True}, (1150, 3360), "Boolean (Enable Prompt Enhance)"
@@ -208,11 +206,9 @@ def template_23_t2v() -> Graph:
         "ComfySwitchNode",
         {"switch": False},
         (2110, 3290),
-        **{
-            "switch": (primitive_boolean_29, 0),
-            "on_false": (primitive_string_multiline_21, 0),
-            "on_true": (text_generate_ltx2_prompt_28, 0),
-        },
+        switch=(primitive_boolean_29, 0),
+        on_false=(primitive_string_multiline_21, 0),
+        on_true=(text_generate_ltx2_prompt_28, 0),
     )
     mgpu_text_encode_31 = g.add(
         "LTX2MGPUTextEncode",
@@ -223,140 +219,123 @@ def template_23_t2v() -> Graph:
             "lora_strength": 1.0,
         },
         (2170, 3640),
-        **{"mgpu_model": (mgpu_loader_1, 0), "text": (comfy_switch_node_30, 0)},
+        mgpu_model=(mgpu_loader_1, 0),
+        text=(comfy_switch_node_30, 0),
     )
     ltxv_conditioning_32 = g.add(
         "LTXVConditioning",
         {"frame_rate": 24},
         (2790, 3670),
-        **{
-            "frame_rate": (comfy_math_expression_11, 0),
-            "positive": (mgpu_text_encode_31, 0),
-            "negative": (mgpu_text_encode_18, 0),
-        },
+        frame_rate=(comfy_math_expression_11, 0),
+        positive=(mgpu_text_encode_31, 0),
+        negative=(mgpu_text_encode_18, 0),
     )
     cfg_guider_33 = g.add(
         "CFGGuider",
         {"cfg": 1},
         (3200, 4100),
-        **{
-            "model": (mgpu_loader_1, 1),
-            "positive": (ltxv_conditioning_32, 0),
-            "negative": (ltxv_conditioning_32, 1),
-        },
+        model=(mgpu_loader_1, 1),
+        positive=(ltxv_conditioning_32, 0),
+        negative=(ltxv_conditioning_32, 1),
     )
-    g.add("PreviewAny", {}, (2420, 2900), **{"source": (comfy_switch_node_30, 0)})
+    g.add("PreviewAny", {}, (2420, 2900), source=(comfy_switch_node_30, 0))
     resize_image_mask_node_35 = g.add(
         "ResizeImageMaskNode",
         {"resize_type": "scale longer dimension", "resize_type.longer_size": 512, "scale_method": "lanczos"},
         (2090, 5050),
-        **{"input": (resize_image_mask_node_26, 0)},
+        input=(resize_image_mask_node_26, 0),
     )
     ltxv_preprocess_36 = g.add(
-        "LTXVPreprocess", {"img_compression": 18}, (2100, 5270), **{"image": (resize_image_mask_node_35, 0)}
+        "LTXVPreprocess", {"img_compression": 18}, (2100, 5270), image=(resize_image_mask_node_35, 0)
     )
     ltxv_img_to_video_inplace_37 = g.add(
         "LTXVImgToVideoInplace",
         {"strength": 0.7, "bypass": False},
         (3420, 4990),
-        **{
-            "bypass": (primitive_boolean_13, 0),
-            "vae": (checkpoint_loader_simple_19, 2),
-            "image": (ltxv_preprocess_36, 0),
-            "latent": (empty_ltxv_latent_video_23, 0),
-        },
+        bypass=(primitive_boolean_13, 0),
+        vae=(checkpoint_loader_simple_19, 2),
+        image=(ltxv_preprocess_36, 0),
+        latent=(empty_ltxv_latent_video_23, 0),
     )
     concat_av_latent_38 = g.add(
         "LTXVConcatAVLatent",
         {},
         (3820, 4990),
-        **{
-            "video_latent": (ltxv_img_to_video_inplace_37, 0),
-            "audio_latent": (ltxv_empty_latent_audio_24, 0),
-        },
+        video_latent=(ltxv_img_to_video_inplace_37, 0),
+        audio_latent=(ltxv_empty_latent_audio_24, 0),
     )
     sampler_custom_advanced_39 = g.add(
         "SamplerCustomAdvanced",
         {},
         (3620, 3990),
-        **{
-            "noise": (random_noise_3, 0),
-            "guider": (cfg_guider_33, 0),
-            "sampler": (ksampler_select_7, 0),
-            "sigmas": (manual_sigmas_14, 0),
-            "latent_image": (concat_av_latent_38, 0),
-        },
+        noise=(random_noise_3, 0),
+        guider=(cfg_guider_33, 0),
+        sampler=(ksampler_select_7, 0),
+        sigmas=(manual_sigmas_14, 0),
+        latent_image=(concat_av_latent_38, 0),
     )
     separate_av_latent_40 = g.add(
-        "LTXVSeparateAVLatent", {}, (3890, 3910), **{"av_latent": (sampler_custom_advanced_39, 0)}
+        "LTXVSeparateAVLatent", {}, (3890, 3910), av_latent=(sampler_custom_advanced_39, 0)
     )
     ltxv_crop_guides_41 = g.add(
         "LTXVCropGuides",
         {},
         (3900, 3700),
-        **{
-            "positive": (ltxv_conditioning_32, 0),
-            "negative": (ltxv_conditioning_32, 1),
-            "latent": (separate_av_latent_40, 0),
-        },
+        positive=(ltxv_conditioning_32, 0),
+        negative=(ltxv_conditioning_32, 1),
+        latent=(separate_av_latent_40, 0),
     )
     cfg_guider_42 = g.add(
         "CFGGuider",
         {"cfg": 1},
         (4720, 3930),
-        **{
-            "model": (mgpu_loader_1, 1),
-            "positive": (ltxv_crop_guides_41, 0),
-            "negative": (ltxv_crop_guides_41, 1),
-        },
+        model=(mgpu_loader_1, 1),
+        positive=(ltxv_crop_guides_41, 0),
+        negative=(ltxv_crop_guides_41, 1),
     )
     ltxv_latent_upsampler_43 = g.add(
         "LTXVLatentUpsampler",
         {},
         (4270, 3910),
-        **{
-            "samples": (separate_av_latent_40, 0),
-            "upscale_model": (latent_upscale_model_loader_15, 0),
-            "vae": (checkpoint_loader_simple_19, 2),
-        },
+        samples=(separate_av_latent_40, 0),
+        upscale_model=(latent_upscale_model_loader_15, 0),
+        vae=(checkpoint_loader_simple_19, 2),
     )
     ltxv_img_to_video_inplace_44 = g.add(
         "LTXVImgToVideoInplace",
         {"strength": 1, "bypass": False},
         (4280, 4150),
-        **{
-            "bypass": (primitive_boolean_13, 0),
-            "vae": (checkpoint_loader_simple_19, 2),
-            "image": (ltxv_preprocess_36, 0),
-            "latent": (ltxv_latent_upsampler_43, 0),
-        },
+        bypass=(primitive_boolean_13, 0),
+        vae=(checkpoint_loader_simple_19, 2),
+        image=(ltxv_preprocess_36, 0),
+        latent=(ltxv_latent_upsampler_43, 0),
     )
     concat_av_latent_45 = g.add(
         "LTXVConcatAVLatent",
         {},
         (4730, 4520),
-        **{"video_latent": (ltxv_img_to_video_inplace_44, 0), "audio_latent": (separate_av_latent_40, 1)},
+        video_latent=(ltxv_img_to_video_inplace_44, 0),
+        audio_latent=(separate_av_latent_40, 1),
     )
     sampler_custom_advanced_46 = g.add(
         "SamplerCustomAdvanced",
         {},
         (5070, 3750),
-        **{
-            "noise": (random_noise_2, 0),
-            "guider": (cfg_guider_42, 0),
-            "sampler": (ksampler_select_5, 0),
-            "sigmas": (manual_sigmas_6, 0),
-            "latent_image": (concat_av_latent_45, 0),
-        },
+        noise=(random_noise_2, 0),
+        guider=(cfg_guider_42, 0),
+        sampler=(ksampler_select_5, 0),
+        sigmas=(manual_sigmas_6, 0),
+        latent_image=(concat_av_latent_45, 0),
     )
     separate_av_latent_47 = g.add(
-        "LTXVSeparateAVLatent", {}, (5410, 3750), **{"av_latent": (sampler_custom_advanced_46, 0)}
+        "LTXVSeparateAVLatent", {}, (5410, 3750), av_latent=(sampler_custom_advanced_46, 0)
     )
     ltxv_audio_vae_decode_48 = g.add(
         "LTXVAudioVAEDecode",
         {},
         (5770, 3940),
-        **{"samples": (separate_av_latent_47, 1), "audio_vae": (ltxv_audio_vae_loader_4, 0)},
+        samples=(separate_av_latent_47, 1),
+        audio_vae=(ltxv_audio_vae_loader_4, 0),
     )
     distributed_vae_decode_49 = g.add(
         "LTX2DistributedVAEDecode",
@@ -369,23 +348,22 @@ def template_23_t2v() -> Graph:
             "attention_chunk_mb": 0,
         },
         (5760, 3650),
-        **{"mgpu_model": (mgpu_loader_1, 0), "latent": (separate_av_latent_47, 0)},
+        mgpu_model=(mgpu_loader_1, 0),
+        latent=(separate_av_latent_47, 0),
     )
     create_video_50 = g.add(
         "CreateVideo",
         {"fps": 24, "bit_depth": 8},
         (5740, 4610),
-        **{
-            "fps": (comfy_math_expression_11, 0),
-            "images": (distributed_vae_decode_49, 0),
-            "audio": (ltxv_audio_vae_decode_48, 0),
-        },
+        fps=(comfy_math_expression_11, 0),
+        images=(distributed_vae_decode_49, 0),
+        audio=(ltxv_audio_vae_decode_48, 0),
     )
     g.add(
         "SaveVideo",
         {"filename_prefix": "video/LTX_2.3_t2v", "format": "auto", "codec": "auto"},
         (0, 3530),
-        **{"video": (create_video_50, 0)},
+        video=(create_video_50, 0),
     )
     return g
 
@@ -471,7 +449,7 @@ def template_23_i2v() -> Graph:
             "lora_strength": 1.0,
         },
         (2180, 4120),
-        **{"mgpu_model": (mgpu_loader_1, 0)},
+        mgpu_model=(mgpu_loader_1, 0),
     )
     checkpoint_loader_simple_21 = g.add(
         "CheckpointLoaderSimple", {"ckpt_name": "ltx-2.3-22b-dev-fp8.safetensors"}, (1660, 3660)
@@ -504,21 +482,17 @@ def template_23_i2v() -> Graph:
         "EmptyLTXVLatentVideo",
         {"width": 768, "height": 512, "length": 97, "batch_size": 1},
         (2870, 4940),
-        **{
-            "width": (comfy_math_expression_19, 1),
-            "height": (comfy_math_expression_10, 1),
-            "length": (comfy_math_expression_24, 1),
-        },
+        width=(comfy_math_expression_19, 1),
+        height=(comfy_math_expression_10, 1),
+        length=(comfy_math_expression_24, 1),
     )
     ltxv_empty_latent_audio_26 = g.add(
         "LTXVEmptyLatentAudio",
         {"frames_number": 97, "frame_rate": 25, "batch_size": 1},
         (3540, 4960),
-        **{
-            "frames_number": (comfy_math_expression_24, 1),
-            "frame_rate": (comfy_math_expression_12, 1),
-            "audio_vae": (ltxv_audio_vae_loader_5, 0),
-        },
+        frames_number=(comfy_math_expression_24, 1),
+        frame_rate=(comfy_math_expression_12, 1),
+        audio_vae=(ltxv_audio_vae_loader_5, 0),
     )
     lora_loader_27 = g.add(
         "LoraLoader",
@@ -528,7 +502,8 @@ def template_23_i2v() -> Graph:
             "strength_clip": 1,
         },
         (1200, 2870),
-        **{"model": (mgpu_loader_1, 1), "clip": (ltxav_text_encoder_loader_22, 0)},
+        model=(mgpu_loader_1, 1),
+        clip=(ltxav_text_encoder_loader_22, 0),
     )
     primitive_boolean_28 = g.add(
         "PrimitiveBoolean", {"value": False}, (1200, 3350), "Boolean (Enable Prompt Enhance)"
@@ -537,30 +512,26 @@ def template_23_i2v() -> Graph:
         "ResizeImageMaskNode",
         {"resize_type": "scale longer dimension", "resize_type.longer_size": 1536, "scale_method": "area"},
         (2090, 4810),
-        **{"input": (resize_image_mask_node_18, 0)},
+        input=(resize_image_mask_node_18, 0),
     )
     ltxv_preprocess_30 = g.add(
-        "LTXVPreprocess", {"img_compression": 18}, (2100, 5010), **{"image": (resize_image_mask_node_29, 0)}
+        "LTXVPreprocess", {"img_compression": 18}, (2100, 5010), image=(resize_image_mask_node_29, 0)
     )
     ltxv_img_to_video_inplace_31 = g.add(
         "LTXVImgToVideoInplace",
         {"strength": 0.7, "bypass": False},
         (3230, 4810),
-        **{
-            "bypass": (primitive_boolean_14, 0),
-            "vae": (checkpoint_loader_simple_21, 2),
-            "image": (ltxv_preprocess_30, 0),
-            "latent": (empty_ltxv_latent_video_25, 0),
-        },
+        bypass=(primitive_boolean_14, 0),
+        vae=(checkpoint_loader_simple_21, 2),
+        image=(ltxv_preprocess_30, 0),
+        latent=(empty_ltxv_latent_video_25, 0),
     )
     concat_av_latent_32 = g.add(
         "LTXVConcatAVLatent",
         {},
         (3860, 4830),
-        **{
-            "video_latent": (ltxv_img_to_video_inplace_31, 0),
-            "audio_latent": (ltxv_empty_latent_audio_26, 0),
-        },
+        video_latent=(ltxv_img_to_video_inplace_31, 0),
+        audio_latent=(ltxv_empty_latent_audio_26, 0),
     )
     text_generate_ltx2_prompt_33 = g.add(
         "TextGenerateLTX2Prompt",
@@ -579,21 +550,17 @@ def template_23_i2v() -> Graph:
             "use_default_template": True,
         },
         (1630, 2870),
-        **{
-            "prompt": (primitive_string_multiline_23, 0),
-            "clip": (lora_loader_27, 1),
-            "image": (resize_image_mask_node_29, 0),
-        },
+        prompt=(primitive_string_multiline_23, 0),
+        clip=(lora_loader_27, 1),
+        image=(resize_image_mask_node_29, 0),
     )
     comfy_switch_node_34 = g.add(
         "ComfySwitchNode",
         {"switch": False},
         (2160, 3280),
-        **{
-            "switch": (primitive_boolean_28, 0),
-            "on_false": (primitive_string_multiline_23, 0),
-            "on_true": (text_generate_ltx2_prompt_33, 0),
-        },
+        switch=(primitive_boolean_28, 0),
+        on_false=(primitive_string_multiline_23, 0),
+        on_true=(text_generate_ltx2_prompt_33, 0),
     )
     mgpu_text_encode_35 = g.add(
         "LTX2MGPUTextEncode",
@@ -604,110 +571,97 @@ def template_23_i2v() -> Graph:
             "lora_strength": 1.0,
         },
         (2170, 3640),
-        **{"mgpu_model": (mgpu_loader_1, 0), "text": (comfy_switch_node_34, 0)},
+        mgpu_model=(mgpu_loader_1, 0),
+        text=(comfy_switch_node_34, 0),
     )
     ltxv_conditioning_36 = g.add(
         "LTXVConditioning",
         {"frame_rate": 24},
         (2800, 3810),
-        **{
-            "frame_rate": (comfy_math_expression_12, 0),
-            "positive": (mgpu_text_encode_35, 0),
-            "negative": (mgpu_text_encode_20, 0),
-        },
+        frame_rate=(comfy_math_expression_12, 0),
+        positive=(mgpu_text_encode_35, 0),
+        negative=(mgpu_text_encode_20, 0),
     )
     cfg_guider_37 = g.add(
         "CFGGuider",
         {"cfg": 1},
         (3160, 3810),
-        **{
-            "model": (mgpu_loader_1, 1),
-            "positive": (ltxv_conditioning_36, 0),
-            "negative": (ltxv_conditioning_36, 1),
-        },
+        model=(mgpu_loader_1, 1),
+        positive=(ltxv_conditioning_36, 0),
+        negative=(ltxv_conditioning_36, 1),
     )
     sampler_custom_advanced_38 = g.add(
         "SamplerCustomAdvanced",
         {},
         (3550, 3630),
-        **{
-            "noise": (random_noise_4, 0),
-            "guider": (cfg_guider_37, 0),
-            "sampler": (ksampler_select_8, 0),
-            "sigmas": (manual_sigmas_15, 0),
-            "latent_image": (concat_av_latent_32, 0),
-        },
+        noise=(random_noise_4, 0),
+        guider=(cfg_guider_37, 0),
+        sampler=(ksampler_select_8, 0),
+        sigmas=(manual_sigmas_15, 0),
+        latent_image=(concat_av_latent_32, 0),
     )
     separate_av_latent_39 = g.add(
-        "LTXVSeparateAVLatent", {}, (3820, 3630), **{"av_latent": (sampler_custom_advanced_38, 0)}
+        "LTXVSeparateAVLatent", {}, (3820, 3630), av_latent=(sampler_custom_advanced_38, 0)
     )
     ltxv_crop_guides_40 = g.add(
         "LTXVCropGuides",
         {},
         (3830, 3810),
-        **{
-            "positive": (ltxv_conditioning_36, 0),
-            "negative": (ltxv_conditioning_36, 1),
-            "latent": (separate_av_latent_39, 0),
-        },
+        positive=(ltxv_conditioning_36, 0),
+        negative=(ltxv_conditioning_36, 1),
+        latent=(separate_av_latent_39, 0),
     )
     cfg_guider_41 = g.add(
         "CFGGuider",
         {"cfg": 1},
         (4700, 3850),
-        **{
-            "model": (mgpu_loader_1, 1),
-            "positive": (ltxv_crop_guides_40, 0),
-            "negative": (ltxv_crop_guides_40, 1),
-        },
+        model=(mgpu_loader_1, 1),
+        positive=(ltxv_crop_guides_40, 0),
+        negative=(ltxv_crop_guides_40, 1),
     )
     ltxv_latent_upsampler_42 = g.add(
         "LTXVLatentUpsampler",
         {},
         (4250, 3760),
-        **{
-            "samples": (separate_av_latent_39, 0),
-            "upscale_model": (latent_upscale_model_loader_16, 0),
-            "vae": (checkpoint_loader_simple_21, 2),
-        },
+        samples=(separate_av_latent_39, 0),
+        upscale_model=(latent_upscale_model_loader_16, 0),
+        vae=(checkpoint_loader_simple_21, 2),
     )
     ltxv_img_to_video_inplace_43 = g.add(
         "LTXVImgToVideoInplace",
         {"strength": 1, "bypass": False},
         (4230, 4100),
-        **{
-            "bypass": (primitive_boolean_14, 0),
-            "vae": (checkpoint_loader_simple_21, 2),
-            "image": (ltxv_preprocess_30, 0),
-            "latent": (ltxv_latent_upsampler_42, 0),
-        },
+        bypass=(primitive_boolean_14, 0),
+        vae=(checkpoint_loader_simple_21, 2),
+        image=(ltxv_preprocess_30, 0),
+        latent=(ltxv_latent_upsampler_42, 0),
     )
     concat_av_latent_44 = g.add(
         "LTXVConcatAVLatent",
         {},
         (4710, 4490),
-        **{"video_latent": (ltxv_img_to_video_inplace_43, 0), "audio_latent": (separate_av_latent_39, 1)},
+        video_latent=(ltxv_img_to_video_inplace_43, 0),
+        audio_latent=(separate_av_latent_39, 1),
     )
     sampler_custom_advanced_45 = g.add(
         "SamplerCustomAdvanced",
         {},
         (5050, 3650),
-        **{
-            "noise": (random_noise_3, 0),
-            "guider": (cfg_guider_41, 0),
-            "sampler": (ksampler_select_6, 0),
-            "sigmas": (manual_sigmas_7, 0),
-            "latent_image": (concat_av_latent_44, 0),
-        },
+        noise=(random_noise_3, 0),
+        guider=(cfg_guider_41, 0),
+        sampler=(ksampler_select_6, 0),
+        sigmas=(manual_sigmas_7, 0),
+        latent_image=(concat_av_latent_44, 0),
     )
     separate_av_latent_46 = g.add(
-        "LTXVSeparateAVLatent", {}, (5390, 3650), **{"av_latent": (sampler_custom_advanced_45, 0)}
+        "LTXVSeparateAVLatent", {}, (5390, 3650), av_latent=(sampler_custom_advanced_45, 0)
     )
     ltxv_audio_vae_decode_47 = g.add(
         "LTXVAudioVAEDecode",
         {},
         (5760, 3970),
-        **{"samples": (separate_av_latent_46, 1), "audio_vae": (ltxv_audio_vae_loader_5, 0)},
+        samples=(separate_av_latent_46, 1),
+        audio_vae=(ltxv_audio_vae_loader_5, 0),
     )
     distributed_vae_decode_48 = g.add(
         "LTX2DistributedVAEDecode",
@@ -720,25 +674,24 @@ def template_23_i2v() -> Graph:
             "attention_chunk_mb": 0,
         },
         (5750, 3610),
-        **{"mgpu_model": (mgpu_loader_1, 0), "latent": (separate_av_latent_46, 0)},
+        mgpu_model=(mgpu_loader_1, 0),
+        latent=(separate_av_latent_46, 0),
     )
     create_video_49 = g.add(
         "CreateVideo",
         {"fps": 24, "bit_depth": 8},
         (6050, 4490),
-        **{
-            "fps": (comfy_math_expression_12, 0),
-            "images": (distributed_vae_decode_48, 0),
-            "audio": (ltxv_audio_vae_decode_47, 0),
-        },
+        fps=(comfy_math_expression_12, 0),
+        images=(distributed_vae_decode_48, 0),
+        audio=(ltxv_audio_vae_decode_47, 0),
     )
     g.add(
         "SaveVideo",
         {"filename_prefix": "video/LTX_2.3_i2v", "format": "auto", "codec": "auto"},
         (430, 3530),
-        **{"video": (create_video_49, 0)},
+        video=(create_video_49, 0),
     )
-    g.add("PreviewAny", {}, (2470, 2890), **{"source": (comfy_switch_node_34, 0)})
+    g.add("PreviewAny", {}, (2470, 2890), source=(comfy_switch_node_34, 0))
     return g
 
 
@@ -784,7 +737,7 @@ def template_23_ia2v() -> Graph:
             "lora_strength": 1.0,
         },
         (1370, 3910),
-        **{"mgpu_model": (mgpu_loader_1, 0)},
+        mgpu_model=(mgpu_loader_1, 0),
     )
     primitive_int_11 = g.add("PrimitiveInt", {"value": 1280}, (410, 4040), "Width")
     ltxv_audio_vae_loader_12 = g.add(
@@ -812,7 +765,8 @@ def template_23_ia2v() -> Graph:
         "SolidMask",
         {"value": 0, "width": 1024, "height": 1024},
         (2390, 4420),
-        **{"width": (primitive_int_11, 0), "height": (primitive_int_19, 0)},
+        width=(primitive_int_11, 0),
+        height=(primitive_int_19, 0),
     )
     comfy_math_expression_21 = g.add(
         "ComfyMathExpression", {"expression": "a/2"}, (1760, 4670), **{"values.a": (primitive_int_19, 0)}
@@ -821,29 +775,30 @@ def template_23_ia2v() -> Graph:
         "EmptyLTXVLatentVideo",
         {"width": 768, "height": 512, "length": 97, "batch_size": 1},
         (2070, 4590),
-        **{
-            "width": (comfy_math_expression_14, 1),
-            "height": (comfy_math_expression_21, 1),
-            "length": (comfy_math_expression_18, 1),
-        },
+        width=(comfy_math_expression_14, 1),
+        height=(comfy_math_expression_21, 1),
+        length=(comfy_math_expression_18, 1),
     )
     trim_audio_duration_23 = g.add(
         "TrimAudioDuration",
         {"start_index": 0, "duration": 60},
         (410, 4810),
-        **{"duration": (primitive_float_15, 0), "audio": (load_audio_3, 0)},
+        duration=(primitive_float_15, 0),
+        audio=(load_audio_3, 0),
     )
     ltxv_audio_vae_encode_24 = g.add(
         "LTXVAudioVAEEncode",
         {},
         (2400, 4640),
-        **{"audio": (trim_audio_duration_23, 0), "audio_vae": (ltxv_audio_vae_loader_12, 0)},
+        audio=(trim_audio_duration_23, 0),
+        audio_vae=(ltxv_audio_vae_loader_12, 0),
     )
     set_latent_noise_mask_25 = g.add(
         "SetLatentNoiseMask",
         {},
         (2720, 4640),
-        **{"samples": (ltxv_audio_vae_encode_24, 0), "mask": (solid_mask_20, 0)},
+        samples=(ltxv_audio_vae_encode_24, 0),
+        mask=(solid_mask_20, 0),
     )
     latent_upscale_model_loader_26 = g.add(
         "LatentUpscaleModelLoader", {"model_name": "ltx-2.3-spatial-upscaler-x2-1.1.safetensors"}, (880, 4160)
@@ -892,7 +847,8 @@ def template_23_ia2v() -> Graph:
             "strength_clip": 1,
         },
         (410, 2670),
-        **{"model": (mgpu_loader_1, 1), "clip": (ltxav_text_encoder_loader_28, 0)},
+        model=(mgpu_loader_1, 1),
+        clip=(ltxav_text_encoder_loader_28, 0),
     )
     text_generate_ltx2_prompt_32 = g.add(
         "TextGenerateLTX2Prompt",
@@ -911,7 +867,8 @@ def template_23_ia2v() -> Graph:
             "use_default_template": True,
         },
         (840, 2670),
-        **{"prompt": (primitive_string_multiline_29, 0), "clip": (lora_loader_31, 1)},
+        prompt=(primitive_string_multiline_29, 0),
+        clip=(lora_loader_31, 1),
     )
     primitive_boolean_33 = g.add(
         "PrimitiveBoolean", {"value": True}, (410, 3150), "Boolean (Enable Prompt Enhance)"
@@ -920,11 +877,9 @@ def template_23_ia2v() -> Graph:
         "ComfySwitchNode",
         {"switch": False},
         (1370, 3080),
-        **{
-            "switch": (primitive_boolean_33, 0),
-            "on_false": (primitive_string_multiline_29, 0),
-            "on_true": (text_generate_ltx2_prompt_32, 0),
-        },
+        switch=(primitive_boolean_33, 0),
+        on_false=(primitive_string_multiline_29, 0),
+        on_true=(text_generate_ltx2_prompt_32, 0),
     )
     mgpu_text_encode_35 = g.add(
         "LTX2MGPUTextEncode",
@@ -935,137 +890,123 @@ def template_23_ia2v() -> Graph:
             "lora_strength": 1.0,
         },
         (1370, 3430),
-        **{"mgpu_model": (mgpu_loader_1, 0), "text": (comfy_switch_node_34, 0)},
+        mgpu_model=(mgpu_loader_1, 0),
+        text=(comfy_switch_node_34, 0),
     )
     ltxv_conditioning_36 = g.add(
         "LTXVConditioning",
         {"frame_rate": 24},
         (2000, 3600),
-        **{
-            "frame_rate": (comfy_math_expression_17, 0),
-            "positive": (mgpu_text_encode_35, 0),
-            "negative": (mgpu_text_encode_10, 0),
-        },
+        frame_rate=(comfy_math_expression_17, 0),
+        positive=(mgpu_text_encode_35, 0),
+        negative=(mgpu_text_encode_10, 0),
     )
     cfg_guider_37 = g.add(
         "CFGGuider",
         {"cfg": 1},
         (2330, 3580),
-        **{
-            "model": (mgpu_loader_1, 1),
-            "positive": (ltxv_conditioning_36, 0),
-            "negative": (ltxv_conditioning_36, 1),
-        },
+        model=(mgpu_loader_1, 1),
+        positive=(ltxv_conditioning_36, 0),
+        negative=(ltxv_conditioning_36, 1),
     )
-    g.add("PreviewAny", {}, (1680, 2690), **{"source": (comfy_switch_node_34, 0)})
+    g.add("PreviewAny", {}, (1680, 2690), source=(comfy_switch_node_34, 0))
     resize_image_mask_node_39 = g.add(
         "ResizeImageMaskNode",
         {"resize_type": "scale longer dimension", "resize_type.longer_size": 1536, "scale_method": "lanczos"},
         (1350, 4570),
-        **{"input": (resize_image_mask_node_30, 0)},
+        input=(resize_image_mask_node_30, 0),
     )
     ltxv_preprocess_40 = g.add(
-        "LTXVPreprocess", {"img_compression": 18}, (1350, 4410), **{"image": (resize_image_mask_node_39, 0)}
+        "LTXVPreprocess", {"img_compression": 18}, (1350, 4410), image=(resize_image_mask_node_39, 0)
     )
     ltxv_img_to_video_inplace_41 = g.add(
         "LTXVImgToVideoInplace",
         {"strength": 0.7, "bypass": False},
         (2060, 4410),
-        **{
-            "bypass": (primitive_boolean_13, 0),
-            "vae": (checkpoint_loader_simple_27, 2),
-            "image": (ltxv_preprocess_40, 0),
-            "latent": (empty_ltxv_latent_video_22, 0),
-        },
+        bypass=(primitive_boolean_13, 0),
+        vae=(checkpoint_loader_simple_27, 2),
+        image=(ltxv_preprocess_40, 0),
+        latent=(empty_ltxv_latent_video_22, 0),
     )
     concat_av_latent_42 = g.add(
         "LTXVConcatAVLatent",
         {},
         (3090, 4420),
-        **{"video_latent": (ltxv_img_to_video_inplace_41, 0), "audio_latent": (set_latent_noise_mask_25, 0)},
+        video_latent=(ltxv_img_to_video_inplace_41, 0),
+        audio_latent=(set_latent_noise_mask_25, 0),
     )
     sampler_custom_advanced_43 = g.add(
         "SamplerCustomAdvanced",
         {},
         (2730, 3420),
-        **{
-            "noise": (random_noise_5, 0),
-            "guider": (cfg_guider_37, 0),
-            "sampler": (ksampler_select_8, 0),
-            "sigmas": (manual_sigmas_9, 0),
-            "latent_image": (concat_av_latent_42, 0),
-        },
+        noise=(random_noise_5, 0),
+        guider=(cfg_guider_37, 0),
+        sampler=(ksampler_select_8, 0),
+        sigmas=(manual_sigmas_9, 0),
+        latent_image=(concat_av_latent_42, 0),
     )
     separate_av_latent_44 = g.add(
-        "LTXVSeparateAVLatent", {}, (3070, 3430), **{"av_latent": (sampler_custom_advanced_43, 0)}
+        "LTXVSeparateAVLatent", {}, (3070, 3430), av_latent=(sampler_custom_advanced_43, 0)
     )
     ltxv_crop_guides_45 = g.add(
         "LTXVCropGuides",
         {},
         (3070, 3610),
-        **{
-            "positive": (ltxv_conditioning_36, 0),
-            "negative": (ltxv_conditioning_36, 1),
-            "latent": (separate_av_latent_44, 0),
-        },
+        positive=(ltxv_conditioning_36, 0),
+        negative=(ltxv_conditioning_36, 1),
+        latent=(separate_av_latent_44, 0),
     )
     cfg_guider_46 = g.add(
         "CFGGuider",
         {"cfg": 1},
         (3970, 3580),
-        **{
-            "model": (mgpu_loader_1, 1),
-            "positive": (ltxv_crop_guides_45, 0),
-            "negative": (ltxv_crop_guides_45, 1),
-        },
+        model=(mgpu_loader_1, 1),
+        positive=(ltxv_crop_guides_45, 0),
+        negative=(ltxv_crop_guides_45, 1),
     )
     ltxv_latent_upsampler_47 = g.add(
         "LTXVLatentUpsampler",
         {},
         (3500, 3710),
-        **{
-            "samples": (separate_av_latent_44, 0),
-            "upscale_model": (latent_upscale_model_loader_26, 0),
-            "vae": (checkpoint_loader_simple_27, 2),
-        },
+        samples=(separate_av_latent_44, 0),
+        upscale_model=(latent_upscale_model_loader_26, 0),
+        vae=(checkpoint_loader_simple_27, 2),
     )
     ltxv_img_to_video_inplace_48 = g.add(
         "LTXVImgToVideoInplace",
         {"strength": 1, "bypass": False},
         (3520, 3870),
-        **{
-            "bypass": (primitive_boolean_13, 0),
-            "vae": (checkpoint_loader_simple_27, 2),
-            "image": (ltxv_preprocess_40, 0),
-            "latent": (ltxv_latent_upsampler_47, 0),
-        },
+        bypass=(primitive_boolean_13, 0),
+        vae=(checkpoint_loader_simple_27, 2),
+        image=(ltxv_preprocess_40, 0),
+        latent=(ltxv_latent_upsampler_47, 0),
     )
     concat_av_latent_49 = g.add(
         "LTXVConcatAVLatent",
         {},
         (3970, 4130),
-        **{"video_latent": (ltxv_img_to_video_inplace_48, 0), "audio_latent": (separate_av_latent_44, 1)},
+        video_latent=(ltxv_img_to_video_inplace_48, 0),
+        audio_latent=(separate_av_latent_44, 1),
     )
     sampler_custom_advanced_50 = g.add(
         "SamplerCustomAdvanced",
         {},
         (4310, 3440),
-        **{
-            "noise": (random_noise_4, 0),
-            "guider": (cfg_guider_46, 0),
-            "sampler": (ksampler_select_6, 0),
-            "sigmas": (manual_sigmas_7, 0),
-            "latent_image": (concat_av_latent_49, 0),
-        },
+        noise=(random_noise_4, 0),
+        guider=(cfg_guider_46, 0),
+        sampler=(ksampler_select_6, 0),
+        sigmas=(manual_sigmas_7, 0),
+        latent_image=(concat_av_latent_49, 0),
     )
     separate_av_latent_51 = g.add(
-        "LTXVSeparateAVLatent", {}, (4650, 3440), **{"av_latent": (sampler_custom_advanced_50, 0)}
+        "LTXVSeparateAVLatent", {}, (4650, 3440), av_latent=(sampler_custom_advanced_50, 0)
     )
     ltxv_audio_vae_decode_52 = g.add(
         "LTXVAudioVAEDecode",
         {},
         (4990, 3660),
-        **{"samples": (separate_av_latent_51, 1), "audio_vae": (ltxv_audio_vae_loader_12, 0)},
+        samples=(separate_av_latent_51, 1),
+        audio_vae=(ltxv_audio_vae_loader_12, 0),
     )
     distributed_vae_decode_53 = g.add(
         "LTX2DistributedVAEDecode",
@@ -1078,23 +1019,22 @@ def template_23_ia2v() -> Graph:
             "attention_chunk_mb": 0,
         },
         (4970, 3440),
-        **{"mgpu_model": (mgpu_loader_1, 0), "latent": (separate_av_latent_51, 0)},
+        mgpu_model=(mgpu_loader_1, 0),
+        latent=(separate_av_latent_51, 0),
     )
     create_video_54 = g.add(
         "CreateVideo",
         {"fps": 24, "bit_depth": 8},
         (4990, 4310),
-        **{
-            "fps": (comfy_math_expression_17, 0),
-            "images": (distributed_vae_decode_53, 0),
-            "audio": (ltxv_audio_vae_decode_52, 0),
-        },
+        fps=(comfy_math_expression_17, 0),
+        images=(distributed_vae_decode_53, 0),
+        audio=(ltxv_audio_vae_decode_52, 0),
     )
     g.add(
         "SaveVideo",
         {"filename_prefix": "video/LTX_2.3_ia2v", "format": "auto", "codec": "auto"},
         (430, 3530),
-        **{"video": (create_video_54, 0)},
+        video=(create_video_54, 0),
     )
     return g
 
@@ -1152,9 +1092,9 @@ def template_23_flf2v() -> Graph:
         },
     )
     ltxv_preprocess_13 = g.add(
-        "LTXVPreprocess", {"img_compression": 25}, (1479, 3339), **{"image": (resize_image_mask_node_12, 0)}
+        "LTXVPreprocess", {"img_compression": 25}, (1479, 3339), image=(resize_image_mask_node_12, 0)
     )
-    get_image_size_14 = g.add("GetImageSize", {}, (1479, 3499), **{"image": (resize_image_mask_node_12, 0)})
+    get_image_size_14 = g.add("GetImageSize", {}, (1479, 3499), image=(resize_image_mask_node_12, 0))
     resize_image_mask_node_15 = g.add(
         "ResizeImageMaskNode",
         {
@@ -1172,7 +1112,7 @@ def template_23_flf2v() -> Graph:
         },
     )
     ltxv_preprocess_16 = g.add(
-        "LTXVPreprocess", {"img_compression": 25}, (1479, 3779), **{"image": (resize_image_mask_node_15, 0)}
+        "LTXVPreprocess", {"img_compression": 25}, (1479, 3779), image=(resize_image_mask_node_15, 0)
     )
     mgpu_text_encode_17 = g.add(
         "LTX2MGPUTextEncode",
@@ -1184,7 +1124,7 @@ def template_23_flf2v() -> Graph:
             "lora_strength": 1.0,
         },
         (1319, 2869),
-        **{"mgpu_model": (mgpu_loader_1, 0)},
+        mgpu_model=(mgpu_loader_1, 0),
     )
     mgpu_text_encode_18 = g.add(
         "LTX2MGPUTextEncode",
@@ -1196,17 +1136,15 @@ def template_23_flf2v() -> Graph:
             "lora_strength": 1.0,
         },
         (1309, 2379),
-        **{"mgpu_model": (mgpu_loader_1, 0)},
+        mgpu_model=(mgpu_loader_1, 0),
     )
     ltxv_conditioning_19 = g.add(
         "LTXVConditioning",
         {"frame_rate": 25},
         (2089, 3399),
-        **{
-            "frame_rate": (comfy_math_expression_9, 0),
-            "positive": (mgpu_text_encode_18, 0),
-            "negative": (mgpu_text_encode_17, 0),
-        },
+        frame_rate=(comfy_math_expression_9, 0),
+        positive=(mgpu_text_encode_18, 0),
+        negative=(mgpu_text_encode_17, 0),
     )
     checkpoint_loader_simple_20 = g.add(
         "CheckpointLoaderSimple", {"ckpt_name": "ltx-2.3-22b-distilled-fp8.safetensors"}, (769, 2379)
@@ -1224,86 +1162,73 @@ def template_23_flf2v() -> Graph:
         "LTXVEmptyLatentAudio",
         {"frames_number": 97, "frame_rate": 25, "batch_size": 1},
         (2089, 3819),
-        **{
-            "frames_number": (comfy_math_expression_22, 1),
-            "frame_rate": (primitive_int_6, 0),
-            "audio_vae": (ltxv_audio_vae_loader_21, 0),
-        },
+        frames_number=(comfy_math_expression_22, 1),
+        frame_rate=(primitive_int_6, 0),
+        audio_vae=(ltxv_audio_vae_loader_21, 0),
     )
     empty_ltxv_latent_video_24 = g.add(
         "EmptyLTXVLatentVideo",
         {"width": 768, "height": 512, "length": 97, "batch_size": 1},
         (2089, 3579),
-        **{
-            "width": (get_image_size_14, 0),
-            "height": (get_image_size_14, 1),
-            "length": (comfy_math_expression_22, 1),
-        },
+        width=(get_image_size_14, 0),
+        height=(get_image_size_14, 1),
+        length=(comfy_math_expression_22, 1),
     )
     ltxv_add_guide_25 = g.add(
         "LTXVAddGuide",
         {"frame_idx": 0, "strength": 0.7},
         (2749, 3429),
-        **{
-            "positive": (ltxv_conditioning_19, 0),
-            "negative": (ltxv_conditioning_19, 1),
-            "vae": (checkpoint_loader_simple_20, 2),
-            "latent": (empty_ltxv_latent_video_24, 0),
-            "image": (ltxv_preprocess_13, 0),
-        },
+        positive=(ltxv_conditioning_19, 0),
+        negative=(ltxv_conditioning_19, 1),
+        vae=(checkpoint_loader_simple_20, 2),
+        latent=(empty_ltxv_latent_video_24, 0),
+        image=(ltxv_preprocess_13, 0),
     )
     ltxv_add_guide_26 = g.add(
         "LTXVAddGuide",
         {"frame_idx": -1, "strength": 0.7},
         (2749, 3699),
-        **{
-            "positive": (ltxv_add_guide_25, 0),
-            "negative": (ltxv_add_guide_25, 1),
-            "vae": (checkpoint_loader_simple_20, 2),
-            "latent": (ltxv_add_guide_25, 2),
-            "image": (ltxv_preprocess_16, 0),
-        },
+        positive=(ltxv_add_guide_25, 0),
+        negative=(ltxv_add_guide_25, 1),
+        vae=(checkpoint_loader_simple_20, 2),
+        latent=(ltxv_add_guide_25, 2),
+        image=(ltxv_preprocess_16, 0),
     )
     cfg_guider_27 = g.add(
         "CFGGuider",
         {"cfg": 1},
         (1989, 2499),
-        **{
-            "model": (mgpu_loader_1, 1),
-            "positive": (ltxv_add_guide_26, 0),
-            "negative": (ltxv_add_guide_26, 1),
-        },
+        model=(mgpu_loader_1, 1),
+        positive=(ltxv_add_guide_26, 0),
+        negative=(ltxv_add_guide_26, 1),
     )
     concat_av_latent_28 = g.add(
         "LTXVConcatAVLatent",
         {},
         (1989, 3089),
-        **{"video_latent": (ltxv_add_guide_26, 2), "audio_latent": (ltxv_empty_latent_audio_23, 0)},
+        video_latent=(ltxv_add_guide_26, 2),
+        audio_latent=(ltxv_empty_latent_audio_23, 0),
     )
     sampler_custom_advanced_29 = g.add(
         "SamplerCustomAdvanced",
         {},
         (2459, 2329),
-        **{
-            "noise": (random_noise_4, 0),
-            "guider": (cfg_guider_27, 0),
-            "sampler": (sampler_euler_ancestral_7, 0),
-            "sigmas": (manual_sigmas_8, 0),
-            "latent_image": (concat_av_latent_28, 0),
-        },
+        noise=(random_noise_4, 0),
+        guider=(cfg_guider_27, 0),
+        sampler=(sampler_euler_ancestral_7, 0),
+        sigmas=(manual_sigmas_8, 0),
+        latent_image=(concat_av_latent_28, 0),
     )
     separate_av_latent_30 = g.add(
-        "LTXVSeparateAVLatent", {}, (2459, 2579), **{"av_latent": (sampler_custom_advanced_29, 1)}
+        "LTXVSeparateAVLatent", {}, (2459, 2579), av_latent=(sampler_custom_advanced_29, 1)
     )
     ltxv_crop_guides_31 = g.add(
         "LTXVCropGuides",
         {},
         (2819, 2449),
-        **{
-            "positive": (ltxv_add_guide_26, 0),
-            "negative": (ltxv_add_guide_26, 1),
-            "latent": (separate_av_latent_30, 0),
-        },
+        positive=(ltxv_add_guide_26, 0),
+        negative=(ltxv_add_guide_26, 1),
+        latent=(separate_av_latent_30, 0),
     )
     distributed_vae_decode_32 = g.add(
         "LTX2DistributedVAEDecode",
@@ -1316,29 +1241,29 @@ def template_23_flf2v() -> Graph:
             "attention_chunk_mb": 0,
         },
         (2819, 2629),
-        **{"mgpu_model": (mgpu_loader_1, 0), "latent": (ltxv_crop_guides_31, 2)},
+        mgpu_model=(mgpu_loader_1, 0),
+        latent=(ltxv_crop_guides_31, 2),
     )
     ltxv_audio_vae_decode_33 = g.add(
         "LTXVAudioVAEDecode",
         {},
         (2819, 2919),
-        **{"samples": (separate_av_latent_30, 1), "audio_vae": (ltxv_audio_vae_loader_21, 0)},
+        samples=(separate_av_latent_30, 1),
+        audio_vae=(ltxv_audio_vae_loader_21, 0),
     )
     create_video_34 = g.add(
         "CreateVideo",
         {"fps": 24},
         (3279, 2319),
-        **{
-            "fps": (comfy_math_expression_9, 0),
-            "images": (distributed_vae_decode_32, 0),
-            "audio": (ltxv_audio_vae_decode_33, 0),
-        },
+        fps=(comfy_math_expression_9, 0),
+        images=(distributed_vae_decode_32, 0),
+        audio=(ltxv_audio_vae_decode_33, 0),
     )
     g.add(
         "SaveVideo",
         {"filename_prefix": "video/ltx2.3_flf2v", "format": "auto", "codec": "auto"},
         (1129, 2259),
-        **{"video": (create_video_34, 0)},
+        video=(create_video_34, 0),
     )
     return g
 
@@ -1356,8 +1281,8 @@ def template_23_ic_lora() -> Graph:
             "compile_blocks": False,
             "fp8_matmul": False,
             "guidance_parallel": "off",
-            "lora_name": "None",
-            "lora_strength": 1.0,
+            "lora_name": "ltx-2.3-22b-ic-lora-union-control-ref0.5.safetensors",
+            "lora_strength": 1,
             "video_vae_name": "(from the checkpoint)",
             "audio_vae_name": "(from the checkpoint)",
         },
@@ -1379,7 +1304,7 @@ def template_23_ic_lora() -> Graph:
             "lora_strength": 1.0,
         },
         (1320, 2870),
-        **{"mgpu_model": (mgpu_loader_1, 0)},
+        mgpu_model=(mgpu_loader_1, 0),
     )
     checkpoint_loader_simple_7 = g.add(
         "CheckpointLoaderSimple", {"ckpt_name": "ltx-2.3-22b-distilled-fp8.safetensors"}, (770, 2380)
@@ -1396,16 +1321,8 @@ def template_23_ic_lora() -> Graph:
         },
         (770, 2750),
     )
-    lora_loader_model_only_10 = g.add(
-        "LoraLoaderModelOnly",
-        {"lora_name": "ltx-2.3-22b-ic-lora-union-control-ref0.5.safetensors", "strength_model": 1},
-        (750, 3020),
-        **{"model": (mgpu_loader_1, 1)},
-    )
-    get_iclora_parameters_11 = g.add(
-        "GetICLoRAParameters", {}, (1590, 3630), **{"iclora_model": (lora_loader_model_only_10, 0)}
-    )
-    lora_loader_12 = g.add(
+    get_iclora_parameters_10 = g.add("GetICLoRAParameters", {}, (1590, 3630), iclora_model=(mgpu_loader_1, 1))
+    lora_loader_11 = g.add(
         "LoraLoader",
         {
             "lora_name": "gemma-3-12b-it-abliterated_lora_rank64_bf16.safetensors",
@@ -1413,14 +1330,15 @@ def template_23_ic_lora() -> Graph:
             "strength_clip": 1,
         },
         (770, 1570),
-        **{"model": (mgpu_loader_1, 1), "clip": (ltxav_text_encoder_loader_9, 0)},
+        model=(mgpu_loader_1, 1),
+        clip=(ltxav_text_encoder_loader_9, 0),
     )
-    primitive_boolean_13 = g.add(
+    primitive_boolean_12 = g.add(
         "PrimitiveBoolean", {"value": False}, (770, 2050), "Boolean (Enable Prompt Enhance)"
     )
-    load_video_14 = g.add("LoadVideo", {"file": "stone_ruins.mp4"}, (-660, 3030))
-    load_image_15 = g.add("LoadImage", {"image": "the_forgotten_gate.png"}, (-660, 2320))
-    text_generate_ltx2_prompt_16 = g.add(
+    load_video_13 = g.add("LoadVideo", {"file": "stone_ruins.mp4"}, (-660, 3030))
+    load_image_14 = g.add("LoadImage", {"image": "the_forgotten_gate.png"}, (-660, 2320))
+    text_generate_ltx2_prompt_15 = g.add(
         "TextGenerateLTX2Prompt",
         {
             "prompt": "A slow forward dolly shot on a bright, sunlit day in a lush jungle ruin. A lone figure in nature-themed armor stands before a weathered stone arch overgrown with ivy. A textured marble sphere wrapped in twisting vines levitates in the arch’s center, spinning slowly. As the camera glides forward, vines sway softly, leaves flutter in the light breeze. Strong golden sunlight streams through the canopy, illuminating the mossy ruins with bright, clear light. The scene feels vibrant and peaceful, with subtle natural motion.",
@@ -1437,9 +1355,10 @@ def template_23_ic_lora() -> Graph:
             "use_default_template": True,
         },
         (1200, 1570),
-        **{"clip": (lora_loader_12, 1), "image": (load_image_15, 0)},
+        clip=(lora_loader_11, 1),
+        image=(load_image_14, 0),
     )
-    prompt_text_17 = g.add(
+    prompt_text_16 = g.add(
         "PrimitiveStringMultiline",
         {
             "value": "A slow forward dolly shot on a bright, sunlit day in a lush jungle ruin. A lone figure in nature-themed armor stands before a weathered stone arch overgrown with ivy. A textured marble sphere wrapped in twisting vines levitates in the arch’s center, spinning slowly. As the camera glides forward, vines sway softly, leaves flutter in the light breeze. Strong golden sunlight streams through the canopy, illuminating the mossy ruins with bright, clear light. The scene feels vibrant and peaceful, with subtle natural motion."
@@ -1447,17 +1366,15 @@ def template_23_ic_lora() -> Graph:
         (1330, 1980),
         "Prompt",
     )
-    comfy_switch_node_17 = g.add(
+    comfy_switch_node_16 = g.add(
         "ComfySwitchNode",
         {"switch": False},
         (1730, 1980),
-        **{
-            "switch": (primitive_boolean_13, 0),
-            "on_true": (text_generate_ltx2_prompt_16, 0),
-            "on_false": (prompt_text_17, 0),
-        },
+        switch=(primitive_boolean_12, 0),
+        on_true=(text_generate_ltx2_prompt_15, 0),
+        on_false=(prompt_text_16, 0),
     )
-    mgpu_text_encode_18 = g.add(
+    mgpu_text_encode_17 = g.add(
         "LTX2MGPUTextEncode",
         {
             "text_encoder": "gemma_3_12B_it_fp4_mixed.safetensors",
@@ -1466,59 +1383,57 @@ def template_23_ic_lora() -> Graph:
             "lora_strength": 1.0,
         },
         (1310, 2380),
-        **{"mgpu_model": (mgpu_loader_1, 0), "text": (comfy_switch_node_17, 0)},
+        mgpu_model=(mgpu_loader_1, 0),
+        text=(comfy_switch_node_16, 0),
     )
-    ltxv_conditioning_19 = g.add(
+    ltxv_conditioning_18 = g.add(
         "LTXVConditioning",
         {"frame_rate": 25},
         (1180, 3350),
-        **{
-            "frame_rate": (comfy_math_expression_3, 0),
-            "positive": (mgpu_text_encode_18, 0),
-            "negative": (mgpu_text_encode_6, 0),
-        },
+        frame_rate=(comfy_math_expression_3, 0),
+        positive=(mgpu_text_encode_17, 0),
+        negative=(mgpu_text_encode_6, 0),
     )
-    g.add("PreviewAny", {}, (2040, 1590), **{"source": (comfy_switch_node_17, 0)})
-    video_slice_21 = g.add(
+    g.add("PreviewAny", {}, (2040, 1590), source=(comfy_switch_node_16, 0))
+    video_slice_20 = g.add(
         "Video Slice",
         {"start_time": 0, "duration": 5, "strict_duration": False},
         (-100, 3030),
-        **{"video": (load_video_14, 0)},
+        video=(load_video_13, 0),
     )
-    load_moge_model_22 = g.add(
+    load_moge_model_21 = g.add(
         "LoadMoGeModel", {"model_name": "moge_2_vitl_normal_fp16.safetensors"}, (-4180, 4880)
     )
-    get_video_components_23 = g.add("GetVideoComponents", {}, (-4920, 5490), **{"video": (video_slice_21, 0)})
-    get_image_size_24 = g.add("GetImageSize", {}, (-4980, 4910), **{"image": (get_video_components_23, 0)})
-    comfy_math_expression_25 = g.add(
+    get_video_components_22 = g.add("GetVideoComponents", {}, (-4920, 5490), video=(video_slice_20, 0))
+    get_image_size_23 = g.add("GetImageSize", {}, (-4980, 4910), image=(get_video_components_22, 0))
+    comfy_math_expression_24 = g.add(
         "ComfyMathExpression",
         {"expression": "a > 2048"},
         (-4720, 4910),
-        **{"values.a": (get_image_size_24, 0)},
+        **{"values.a": (get_image_size_23, 0)},
     )
-    resize_image_mask_node_26 = g.add(
+    resize_image_mask_node_25 = g.add(
         "ResizeImageMaskNode",
         {"resize_type": "scale longer dimension", "resize_type.longer_size": 2048, "scale_method": "area"},
         (-4600, 5250),
-        **{"input": (get_video_components_23, 0)},
+        input=(get_video_components_22, 0),
     )
-    comfy_switch_node_27 = g.add(
+    comfy_switch_node_26 = g.add(
         "ComfySwitchNode",
         {"switch": False},
         (-4180, 5060),
-        **{
-            "switch": (comfy_math_expression_25, 2),
-            "on_false": (get_video_components_23, 0),
-            "on_true": (resize_image_mask_node_26, 0),
-        },
+        switch=(comfy_math_expression_24, 2),
+        on_false=(get_video_components_22, 0),
+        on_true=(resize_image_mask_node_25, 0),
     )
-    comfy_switch_node_28 = g.add(
+    comfy_switch_node_27 = g.add(
         "ComfySwitchNode",
         {"switch": True},
         (-4160, 5340),
-        **{"on_false": (get_video_components_23, 0), "on_true": (comfy_switch_node_27, 0)},
+        on_false=(get_video_components_22, 0),
+        on_true=(comfy_switch_node_26, 0),
     )
-    moge_inference_29 = g.add(
+    moge_inference_28 = g.add(
         "MoGeInference",
         {
             "resolution_level": 9,
@@ -1528,58 +1443,56 @@ def template_23_ic_lora() -> Graph:
             "apply_mask": True,
         },
         (-3790, 5180),
-        **{"moge_model": (load_moge_model_22, 0), "image": (comfy_switch_node_28, 0)},
+        moge_model=(load_moge_model_21, 0),
+        image=(comfy_switch_node_27, 0),
     )
-    moge_render_30 = g.add(
-        "MoGeRender", {"output": "depth"}, (-3430, 5030), **{"moge_geometry": (moge_inference_29, 0)}
+    moge_render_29 = g.add(
+        "MoGeRender", {"output": "depth"}, (-3430, 5030), moge_geometry=(moge_inference_28, 0)
     )
-    get_image_size_31 = g.add("GetImageSize", {}, (770, 3640), **{"image": (moge_render_30, 0)})
-    ltxv_empty_latent_audio_32 = g.add(
+    get_image_size_30 = g.add("GetImageSize", {}, (770, 3640), image=(moge_render_29, 0))
+    ltxv_empty_latent_audio_31 = g.add(
         "LTXVEmptyLatentAudio",
         {"frames_number": 97, "frame_rate": 25, "batch_size": 1},
         (1180, 3800),
-        **{
-            "frames_number": (get_image_size_31, 2),
-            "frame_rate": (primitive_int_2, 0),
-            "audio_vae": (ltxv_audio_vae_loader_8, 0),
-        },
+        frames_number=(get_image_size_30, 2),
+        frame_rate=(primitive_int_2, 0),
+        audio_vae=(ltxv_audio_vae_loader_8, 0),
     )
-    empty_ltxv_latent_video_33 = g.add(
+    empty_ltxv_latent_video_32 = g.add(
         "EmptyLTXVLatentVideo",
         {"width": 768, "height": 512, "length": 97, "batch_size": 1},
         (1180, 3550),
-        **{"width": (primitive_int_4, 0), "height": (primitive_int_5, 0), "length": (get_image_size_31, 2)},
+        width=(primitive_int_4, 0),
+        height=(primitive_int_5, 0),
+        length=(get_image_size_30, 2),
     )
-    ltxv_img_to_video_inplace_34 = g.add(
+    ltxv_img_to_video_inplace_33 = g.add(
         "LTXVImgToVideoInplace",
         {"strength": 1, "bypass": False},
         (1590, 3380),
-        **{
-            "vae": (checkpoint_loader_simple_7, 2),
-            "image": (load_image_15, 0),
-            "latent": (empty_ltxv_latent_video_33, 0),
-        },
+        vae=(checkpoint_loader_simple_7, 2),
+        image=(load_image_14, 0),
+        latent=(empty_ltxv_latent_video_32, 0),
     )
-    ltxv_add_guide_35 = g.add(
+    ltxv_add_guide_34 = g.add(
         "LTXVAddGuide",
         {"frame_idx": 0, "strength": 1},
         (2030, 3360),
-        **{
-            "positive": (ltxv_conditioning_19, 0),
-            "negative": (ltxv_conditioning_19, 1),
-            "vae": (checkpoint_loader_simple_7, 2),
-            "latent": (ltxv_img_to_video_inplace_34, 0),
-            "image": (moge_render_30, 0),
-            "iclora_parameters": (get_iclora_parameters_11, 0),
-        },
+        positive=(ltxv_conditioning_18, 0),
+        negative=(ltxv_conditioning_18, 1),
+        vae=(checkpoint_loader_simple_7, 2),
+        latent=(ltxv_img_to_video_inplace_33, 0),
+        image=(moge_render_29, 0),
+        iclora_parameters=(get_iclora_parameters_10, 0),
     )
-    concat_av_latent_36 = g.add(
+    concat_av_latent_35 = g.add(
         "LTXVConcatAVLatent",
         {},
         (2030, 2390),
-        **{"video_latent": (ltxv_add_guide_35, 2), "audio_latent": (ltxv_empty_latent_audio_32, 0)},
+        video_latent=(ltxv_add_guide_34, 2),
+        audio_latent=(ltxv_empty_latent_audio_31, 0),
     )
-    ksampler_37 = g.add(
+    ksampler_36 = g.add(
         "KSampler",
         {
             "seed": 0,
@@ -1590,25 +1503,21 @@ def template_23_ic_lora() -> Graph:
             "denoise": 1,
         },
         (2030, 2570),
-        **{
-            "model": (lora_loader_model_only_10, 0),
-            "positive": (ltxv_add_guide_35, 0),
-            "negative": (ltxv_add_guide_35, 1),
-            "latent_image": (concat_av_latent_36, 0),
-        },
+        model=(mgpu_loader_1, 1),
+        positive=(ltxv_add_guide_34, 0),
+        negative=(ltxv_add_guide_34, 1),
+        latent_image=(concat_av_latent_35, 0),
     )
-    separate_av_latent_38 = g.add("LTXVSeparateAVLatent", {}, (2040, 3010), **{"av_latent": (ksampler_37, 0)})
-    ltxv_crop_guides_39 = g.add(
+    separate_av_latent_37 = g.add("LTXVSeparateAVLatent", {}, (2040, 3010), av_latent=(ksampler_36, 0))
+    ltxv_crop_guides_38 = g.add(
         "LTXVCropGuides",
         {},
         (2430, 2450),
-        **{
-            "positive": (ltxv_add_guide_35, 0),
-            "negative": (ltxv_add_guide_35, 1),
-            "latent": (separate_av_latent_38, 0),
-        },
+        positive=(ltxv_add_guide_34, 0),
+        negative=(ltxv_add_guide_34, 1),
+        latent=(separate_av_latent_37, 0),
     )
-    distributed_vae_decode_40 = g.add(
+    distributed_vae_decode_39 = g.add(
         "LTX2DistributedVAEDecode",
         {
             "tile_size": 768,
@@ -1619,29 +1528,29 @@ def template_23_ic_lora() -> Graph:
             "attention_chunk_mb": 0,
         },
         (2430, 2630),
-        **{"mgpu_model": (mgpu_loader_1, 0), "latent": (ltxv_crop_guides_39, 2)},
+        mgpu_model=(mgpu_loader_1, 0),
+        latent=(ltxv_crop_guides_38, 2),
     )
-    ltxv_audio_vae_decode_41 = g.add(
+    ltxv_audio_vae_decode_40 = g.add(
         "LTXVAudioVAEDecode",
         {},
         (2430, 2920),
-        **{"samples": (separate_av_latent_38, 1), "audio_vae": (ltxv_audio_vae_loader_8, 0)},
+        samples=(separate_av_latent_37, 1),
+        audio_vae=(ltxv_audio_vae_loader_8, 0),
     )
-    create_video_42 = g.add(
+    create_video_41 = g.add(
         "CreateVideo",
         {"fps": 24, "bit_depth": 8},
         (2890, 2900),
-        **{
-            "fps": (comfy_math_expression_3, 0),
-            "images": (distributed_vae_decode_40, 0),
-            "audio": (ltxv_audio_vae_decode_41, 0),
-        },
+        fps=(comfy_math_expression_3, 0),
+        images=(distributed_vae_decode_39, 0),
+        audio=(ltxv_audio_vae_decode_40, 0),
     )
     g.add(
         "SaveVideo",
         {"filename_prefix": "video/ltx2.3_ic_lora", "format": "auto", "codec": "auto"},
         (1150, 2300),
-        **{"video": (create_video_42, 0)},
+        video=(create_video_41, 0),
     )
     return g
 
@@ -1688,7 +1597,7 @@ def template_23_id_lora() -> Graph:
             "lora_strength": 1.0,
         },
         (1400, 3910),
-        **{"mgpu_model": (mgpu_loader_1, 0)},
+        mgpu_model=(mgpu_loader_1, 0),
     )
     primitive_int_11 = g.add("PrimitiveInt", {"value": 1280}, (410, 3890), "Width")
     ltxv_audio_vae_loader_12 = g.add(
@@ -1716,11 +1625,9 @@ def template_23_id_lora() -> Graph:
         "EmptyLTXVLatentVideo",
         {"width": 768, "height": 512, "length": 97, "batch_size": 1},
         (2600, 4510),
-        **{
-            "width": (comfy_math_expression_13, 1),
-            "height": (comfy_math_expression_19, 1),
-            "length": (comfy_math_expression_17, 1),
-        },
+        width=(comfy_math_expression_13, 1),
+        height=(comfy_math_expression_19, 1),
+        length=(comfy_math_expression_17, 1),
     )
     latent_upscale_model_loader_21 = g.add(
         "LatentUpscaleModelLoader", {"model_name": "ltx-2.3-spatial-upscaler-x2-1.1.safetensors"}, (890, 4570)
@@ -1745,7 +1652,8 @@ def template_23_id_lora() -> Graph:
             "lora_strength": 1.0,
         },
         (1400, 3430),
-        **{"mgpu_model": (mgpu_loader_1, 0), "text": (primitive_string_multiline_23, 0)},
+        mgpu_model=(mgpu_loader_1, 0),
+        text=(primitive_string_multiline_23, 0),
     )
     resize_image_mask_node_25 = g.add(
         "ResizeImageMaskNode",
@@ -1767,159 +1675,137 @@ def template_23_id_lora() -> Graph:
         "LoraLoaderModelOnly",
         {"lora_name": "ltx-2.3-id-lora-talkvid-3k.safetensors", "strength_model": 1},
         (880, 3870),
-        **{"model": (mgpu_loader_1, 1)},
+        model=(mgpu_loader_1, 1),
     )
     ltxv_empty_latent_audio_27 = g.add(
         "LTXVEmptyLatentAudio",
         {"frames_number": 97, "frame_rate": 25, "batch_size": 1},
         (2930, 4520),
-        **{
-            "frames_number": (comfy_math_expression_17, 1),
-            "frame_rate": (comfy_math_expression_16, 1),
-            "audio_vae": (ltxv_audio_vae_loader_12, 0),
-        },
+        frames_number=(comfy_math_expression_17, 1),
+        frame_rate=(comfy_math_expression_16, 1),
+        audio_vae=(ltxv_audio_vae_loader_12, 0),
     )
     ltxv_reference_audio_28 = g.add(
         "LTXVReferenceAudio",
         {"identity_guidance_scale": 3, "start_percent": 0, "end_percent": 1},
         (2170, 3560),
-        **{
-            "model": (lora_loader_model_only_26, 0),
-            "positive": (mgpu_text_encode_24, 0),
-            "negative": (mgpu_text_encode_10, 0),
-            "reference_audio": (load_audio_3, 0),
-            "audio_vae": (ltxv_audio_vae_loader_12, 0),
-        },
+        model=(lora_loader_model_only_26, 0),
+        positive=(mgpu_text_encode_24, 0),
+        negative=(mgpu_text_encode_10, 0),
+        reference_audio=(load_audio_3, 0),
+        audio_vae=(ltxv_audio_vae_loader_12, 0),
     )
     ltxv_conditioning_29 = g.add(
         "LTXVConditioning",
         {"frame_rate": 24},
         (2180, 3880),
-        **{
-            "frame_rate": (comfy_math_expression_16, 0),
-            "positive": (ltxv_reference_audio_28, 1),
-            "negative": (ltxv_reference_audio_28, 2),
-        },
+        frame_rate=(comfy_math_expression_16, 0),
+        positive=(ltxv_reference_audio_28, 1),
+        negative=(ltxv_reference_audio_28, 2),
     )
     cfg_guider_30 = g.add(
         "CFGGuider",
         {"cfg": 1},
         (2590, 3580),
-        **{
-            "model": (ltxv_reference_audio_28, 0),
-            "positive": (ltxv_conditioning_29, 0),
-            "negative": (ltxv_conditioning_29, 1),
-        },
+        model=(ltxv_reference_audio_28, 0),
+        positive=(ltxv_conditioning_29, 0),
+        negative=(ltxv_conditioning_29, 1),
     )
     resize_image_mask_node_31 = g.add(
         "ResizeImageMaskNode",
         {"resize_type": "scale longer dimension", "resize_type.longer_size": 1536, "scale_method": "lanczos"},
         (1820, 4300),
-        **{"input": (resize_image_mask_node_25, 0)},
+        input=(resize_image_mask_node_25, 0),
     )
     ltxv_preprocess_32 = g.add(
-        "LTXVPreprocess", {"img_compression": 18}, (1820, 4520), **{"image": (resize_image_mask_node_31, 0)}
+        "LTXVPreprocess", {"img_compression": 18}, (1820, 4520), image=(resize_image_mask_node_31, 0)
     )
     ltxv_img_to_video_inplace_33 = g.add(
         "LTXVImgToVideoInplace",
         {"strength": 0.7, "bypass": False},
         (2600, 4290),
-        **{
-            "vae": (checkpoint_loader_simple_22, 2),
-            "image": (ltxv_preprocess_32, 0),
-            "latent": (empty_ltxv_latent_video_20, 0),
-        },
+        vae=(checkpoint_loader_simple_22, 2),
+        image=(ltxv_preprocess_32, 0),
+        latent=(empty_ltxv_latent_video_20, 0),
     )
     concat_av_latent_34 = g.add(
         "LTXVConcatAVLatent",
         {},
         (3340, 4280),
-        **{
-            "video_latent": (ltxv_img_to_video_inplace_33, 0),
-            "audio_latent": (ltxv_empty_latent_audio_27, 0),
-        },
+        video_latent=(ltxv_img_to_video_inplace_33, 0),
+        audio_latent=(ltxv_empty_latent_audio_27, 0),
     )
     sampler_custom_advanced_35 = g.add(
         "SamplerCustomAdvanced",
         {},
         (2990, 3420),
-        **{
-            "noise": (random_noise_5, 0),
-            "guider": (cfg_guider_30, 0),
-            "sampler": (ksampler_select_8, 0),
-            "sigmas": (manual_sigmas_9, 0),
-            "latent_image": (concat_av_latent_34, 0),
-        },
+        noise=(random_noise_5, 0),
+        guider=(cfg_guider_30, 0),
+        sampler=(ksampler_select_8, 0),
+        sigmas=(manual_sigmas_9, 0),
+        latent_image=(concat_av_latent_34, 0),
     )
     separate_av_latent_36 = g.add(
-        "LTXVSeparateAVLatent", {}, (3330, 3430), **{"av_latent": (sampler_custom_advanced_35, 0)}
+        "LTXVSeparateAVLatent", {}, (3330, 3430), av_latent=(sampler_custom_advanced_35, 0)
     )
     ltxv_crop_guides_37 = g.add(
         "LTXVCropGuides",
         {},
         (3330, 3610),
-        **{
-            "positive": (ltxv_conditioning_29, 0),
-            "negative": (ltxv_conditioning_29, 1),
-            "latent": (separate_av_latent_36, 0),
-        },
+        positive=(ltxv_conditioning_29, 0),
+        negative=(ltxv_conditioning_29, 1),
+        latent=(separate_av_latent_36, 0),
     )
     cfg_guider_38 = g.add(
         "CFGGuider",
         {"cfg": 1},
         (4230, 3570),
-        **{
-            "model": (mgpu_loader_1, 1),
-            "positive": (ltxv_crop_guides_37, 0),
-            "negative": (ltxv_crop_guides_37, 1),
-        },
+        model=(mgpu_loader_1, 1),
+        positive=(ltxv_crop_guides_37, 0),
+        negative=(ltxv_crop_guides_37, 1),
     )
     ltxv_latent_upsampler_39 = g.add(
         "LTXVLatentUpsampler",
         {},
         (3750, 3430),
-        **{
-            "samples": (separate_av_latent_36, 0),
-            "upscale_model": (latent_upscale_model_loader_21, 0),
-            "vae": (checkpoint_loader_simple_22, 2),
-        },
+        samples=(separate_av_latent_36, 0),
+        upscale_model=(latent_upscale_model_loader_21, 0),
+        vae=(checkpoint_loader_simple_22, 2),
     )
     ltxv_img_to_video_inplace_40 = g.add(
         "LTXVImgToVideoInplace",
         {"strength": 1, "bypass": False},
         (3770, 3930),
-        **{
-            "vae": (checkpoint_loader_simple_22, 2),
-            "image": (ltxv_preprocess_32, 0),
-            "latent": (ltxv_latent_upsampler_39, 0),
-        },
+        vae=(checkpoint_loader_simple_22, 2),
+        image=(ltxv_preprocess_32, 0),
+        latent=(ltxv_latent_upsampler_39, 0),
     )
     concat_av_latent_41 = g.add(
         "LTXVConcatAVLatent",
         {},
         (4240, 4050),
-        **{"video_latent": (ltxv_img_to_video_inplace_40, 0), "audio_latent": (separate_av_latent_36, 1)},
+        video_latent=(ltxv_img_to_video_inplace_40, 0),
+        audio_latent=(separate_av_latent_36, 1),
     )
     sampler_custom_advanced_42 = g.add(
         "SamplerCustomAdvanced",
         {},
         (4570, 3440),
-        **{
-            "noise": (random_noise_4, 0),
-            "guider": (cfg_guider_38, 0),
-            "sampler": (ksampler_select_6, 0),
-            "sigmas": (manual_sigmas_7, 0),
-            "latent_image": (concat_av_latent_41, 0),
-        },
+        noise=(random_noise_4, 0),
+        guider=(cfg_guider_38, 0),
+        sampler=(ksampler_select_6, 0),
+        sigmas=(manual_sigmas_7, 0),
+        latent_image=(concat_av_latent_41, 0),
     )
     separate_av_latent_43 = g.add(
-        "LTXVSeparateAVLatent", {}, (4600, 3780), **{"av_latent": (sampler_custom_advanced_42, 0)}
+        "LTXVSeparateAVLatent", {}, (4600, 3780), av_latent=(sampler_custom_advanced_42, 0)
     )
     ltxv_audio_vae_decode_44 = g.add(
         "LTXVAudioVAEDecode",
         {},
         (3830, 4580),
-        **{"samples": (separate_av_latent_43, 1), "audio_vae": (ltxv_audio_vae_loader_12, 0)},
+        samples=(separate_av_latent_43, 1),
+        audio_vae=(ltxv_audio_vae_loader_12, 0),
     )
     distributed_vae_decode_45 = g.add(
         "LTX2DistributedVAEDecode",
@@ -1932,23 +1818,22 @@ def template_23_id_lora() -> Graph:
             "attention_chunk_mb": 0,
         },
         (3840, 4310),
-        **{"mgpu_model": (mgpu_loader_1, 0), "latent": (separate_av_latent_43, 0)},
+        mgpu_model=(mgpu_loader_1, 0),
+        latent=(separate_av_latent_43, 0),
     )
     create_video_46 = g.add(
         "CreateVideo",
         {"fps": 24, "bit_depth": 8},
         (4560, 4400),
-        **{
-            "fps": (comfy_math_expression_16, 0),
-            "images": (distributed_vae_decode_45, 0),
-            "audio": (ltxv_audio_vae_decode_44, 0),
-        },
+        fps=(comfy_math_expression_16, 0),
+        images=(distributed_vae_decode_45, 0),
+        audio=(ltxv_audio_vae_decode_44, 0),
     )
     g.add(
         "SaveVideo",
         {"filename_prefix": "video/LTX_2.3_id_lora", "format": "auto", "codec": "auto"},
         (430, 3530),
-        **{"video": (create_video_46, 0)},
+        video=(create_video_46, 0),
     )
     return g
 

@@ -1,13 +1,14 @@
 """The MGPU twins of ComfyUI's official LTX-2.5 templates (example_workflows/make_workflows.py writes them).
 
 Each is the official template's graph (comfyui-workflow-templates-json 0.1.123, its subgraph flattened;
-the same nodes, values, seeds, schedules and guiders) with the heavy nodes ours: the MGPU Loader's MODEL
-into the template's own guiders and samplers (the LoRA the template puts on the checkpoint fused by the
-loader, except the IC-LoRA, whose parameters GetICLoRAParameters reads from the LoRA node), MGPU Text
-Encode for CLIPTextEncode, Distributed VAE Decode for VAEDecodeTiled (tiled, with the template's tile
-settings; LTX-2.5's video VAE is a diffusion decoder, which it serves in exact mode: VAEDecode's frames). The template's own loaders stay where other nodes need them (its VAE for the image
-guides and the latent upscaler, its Gemma for the prompt enhancer). tests/test_official_templates.py
-checks each twin node for node against the downloaded template and runs it on the tiny files.
+the same nodes, values, seeds, schedules and guiders) with the heavy nodes ours: the MGPU Loader (the
+transformer and the two VAE files) with its MODEL into the template's own guiders and samplers, MGPU
+Text Encode (Gemma 4 with its projection) for CLIPTextEncode, Distributed VAE Decode for VAEDecodeTiled:
+LTX-2.5's video VAE is a diffusion decoder, which it serves in exact mode (VAEDecode's frames; the
+template's tile settings stay on the node). The template's own loaders stay where other nodes need them
+(its video VAE for the image guides and the latent upscaler, the prompt enhancer's Gemma).
+tests/test_official_templates.py checks each twin node for node against the downloaded template and runs
+it on the tiny files.
 """
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ def template_25_t2v() -> Graph:
             "lora_strength": 1.0,
         },
         (1170, 6880),
-        **{"mgpu_model": (mgpu_loader_1, 0)},
+        mgpu_model=(mgpu_loader_1, 0),
     )
     latent_upscale_model_loader_9 = g.add(
         "LatentUpscaleModelLoader",
@@ -85,11 +86,9 @@ def template_25_t2v() -> Graph:
         "LTXVEmptyLatentAudio",
         {"frames_number": 97, "frame_rate": 25, "batch_size": 1},
         (1190, 7660),
-        **{
-            "frames_number": (comfy_math_expression_15, 1),
-            "frame_rate": (comfy_math_expression_13, 1),
-            "audio_vae": (vae_loader_11, 0),
-        },
+        frames_number=(comfy_math_expression_15, 1),
+        frame_rate=(comfy_math_expression_13, 1),
+        audio_vae=(vae_loader_11, 0),
     )
     primitive_string_multiline_17 = g.add(
         "PrimitiveStringMultiline",
@@ -121,7 +120,8 @@ def template_25_t2v() -> Graph:
             "use_default_template": True,
         },
         (570, 5280),
-        **{"prompt": (primitive_string_multiline_17, 0), "clip": (clip_loader_18, 0)},
+        prompt=(primitive_string_multiline_17, 0),
+        clip=(clip_loader_18, 0),
     )
     primitive_boolean_20 = g.add(
         "PrimitiveBoolean", {"value": False}, (140, 5760), "Boolean (Enable Prompt Enhance)"
@@ -130,11 +130,9 @@ def template_25_t2v() -> Graph:
         "ComfySwitchNode",
         {"switch": False},
         (1100, 5690),
-        **{
-            "switch": (primitive_boolean_20, 0),
-            "on_false": (primitive_string_multiline_17, 0),
-            "on_true": (text_generate_ltx2_prompt_19, 0),
-        },
+        switch=(primitive_boolean_20, 0),
+        on_false=(primitive_string_multiline_17, 0),
+        on_true=(text_generate_ltx2_prompt_19, 0),
     )
     mgpu_text_encode_22 = g.add(
         "LTX2MGPUTextEncode",
@@ -145,52 +143,47 @@ def template_25_t2v() -> Graph:
             "lora_strength": 1.0,
         },
         (1160, 6040),
-        **{"mgpu_model": (mgpu_loader_1, 0), "text": (comfy_switch_node_21, 0)},
+        mgpu_model=(mgpu_loader_1, 0),
+        text=(comfy_switch_node_21, 0),
     )
     ltxv_conditioning_23 = g.add(
         "LTXVConditioning",
         {"frame_rate": 24},
         (1780, 6070),
-        **{
-            "frame_rate": (comfy_math_expression_13, 0),
-            "positive": (mgpu_text_encode_22, 0),
-            "negative": (mgpu_text_encode_8, 0),
-        },
+        frame_rate=(comfy_math_expression_13, 0),
+        positive=(mgpu_text_encode_22, 0),
+        negative=(mgpu_text_encode_8, 0),
     )
     dual_cfg_guider_24 = g.add(
         "LTXVDualCFGGuider",
         {"video_cfg": 1, "audio_cfg": 1},
         (3710, 6310),
-        **{
-            "model": (mgpu_loader_1, 1),
-            "positive": (ltxv_conditioning_23, 0),
-            "negative": (ltxv_conditioning_23, 1),
-        },
+        model=(mgpu_loader_1, 1),
+        positive=(ltxv_conditioning_23, 0),
+        negative=(ltxv_conditioning_23, 1),
     )
     dual_cfg_guider_25 = g.add(
         "LTXVDualCFGGuider",
         {"video_cfg": 1, "audio_cfg": 1},
         (2190, 6490),
-        **{
-            "model": (mgpu_loader_1, 1),
-            "positive": (ltxv_conditioning_23, 0),
-            "negative": (ltxv_conditioning_23, 1),
-        },
+        model=(mgpu_loader_1, 1),
+        positive=(ltxv_conditioning_23, 0),
+        negative=(ltxv_conditioning_23, 1),
     )
-    g.add("PreviewAny", {}, (1410, 5300), **{"source": (comfy_switch_node_21, 0)})
+    g.add("PreviewAny", {}, (1410, 5300), source=(comfy_switch_node_21, 0))
     resolution_selector_27 = g.add(
         "ResolutionSelector",
         {"aspect_ratio": "16:9 (Widescreen)", "megapixels": 0.9, "multiple": 32},
         (2140, 6810),
     )
     primitive_int_28 = g.add(
-        "PrimitiveInt", {"value": 720}, (150, 6880), "Height", **{"value": (resolution_selector_27, 1)}
+        "PrimitiveInt", {"value": 720}, (150, 6880), "Height", value=(resolution_selector_27, 1)
     )
     comfy_math_expression_29 = g.add(
         "ComfyMathExpression", {"expression": "a/2"}, (660, 7530), **{"values.a": (primitive_int_28, 0)}
     )
     primitive_int_30 = g.add(
-        "PrimitiveInt", {"value": 1280}, (150, 6690), "Width", **{"value": (resolution_selector_27, 0)}
+        "PrimitiveInt", {"value": 1280}, (150, 6690), "Width", value=(resolution_selector_27, 0)
     )
     comfy_math_expression_31 = g.add(
         "ComfyMathExpression", {"expression": "a/2"}, (660, 7470), **{"values.a": (primitive_int_30, 0)}
@@ -199,69 +192,64 @@ def template_25_t2v() -> Graph:
         "EmptyLTXVLatentVideo",
         {"width": 768, "height": 512, "length": 97, "batch_size": 1},
         (1200, 7360),
-        **{
-            "width": (comfy_math_expression_31, 1),
-            "height": (comfy_math_expression_29, 1),
-            "length": (comfy_math_expression_15, 1),
-        },
+        width=(comfy_math_expression_31, 1),
+        height=(comfy_math_expression_29, 1),
+        length=(comfy_math_expression_15, 1),
     )
     concat_av_latent_33 = g.add(
         "LTXVConcatAVLatent",
         {},
         (1630, 7490),
-        **{"video_latent": (empty_ltxv_latent_video_32, 0), "audio_latent": (ltxv_empty_latent_audio_16, 0)},
+        video_latent=(empty_ltxv_latent_video_32, 0),
+        audio_latent=(ltxv_empty_latent_audio_16, 0),
     )
     sampler_custom_advanced_34 = g.add(
         "SamplerCustomAdvanced",
         {},
         (2870, 6300),
-        **{
-            "noise": (random_noise_7, 0),
-            "guider": (dual_cfg_guider_25, 0),
-            "sampler": (ksampler_select_6, 0),
-            "sigmas": (manual_sigmas_5, 0),
-            "latent_image": (concat_av_latent_33, 0),
-        },
+        noise=(random_noise_7, 0),
+        guider=(dual_cfg_guider_25, 0),
+        sampler=(ksampler_select_6, 0),
+        sigmas=(manual_sigmas_5, 0),
+        latent_image=(concat_av_latent_33, 0),
     )
     separate_av_latent_35 = g.add(
-        "LTXVSeparateAVLatent", {}, (2870, 6670), **{"av_latent": (sampler_custom_advanced_34, 0)}
+        "LTXVSeparateAVLatent", {}, (2870, 6670), av_latent=(sampler_custom_advanced_34, 0)
     )
     ltxv_latent_upsampler_36 = g.add(
         "LTXVLatentUpsampler",
         {},
         (3250, 6470),
-        **{
-            "samples": (separate_av_latent_35, 0),
-            "upscale_model": (latent_upscale_model_loader_9, 0),
-            "vae": (vae_loader_10, 0),
-        },
+        samples=(separate_av_latent_35, 0),
+        upscale_model=(latent_upscale_model_loader_9, 0),
+        vae=(vae_loader_10, 0),
     )
     concat_av_latent_37 = g.add(
         "LTXVConcatAVLatent",
         {},
         (3710, 6760),
-        **{"video_latent": (ltxv_latent_upsampler_36, 0), "audio_latent": (separate_av_latent_35, 1)},
+        video_latent=(ltxv_latent_upsampler_36, 0),
+        audio_latent=(separate_av_latent_35, 1),
     )
     sampler_custom_advanced_38 = g.add(
         "SamplerCustomAdvanced",
         {},
         (4090, 6150),
-        **{
-            "noise": (random_noise_4, 0),
-            "guider": (dual_cfg_guider_24, 0),
-            "sampler": (ksampler_select_3, 0),
-            "sigmas": (manual_sigmas_2, 0),
-            "latent_image": (concat_av_latent_37, 0),
-        },
+        noise=(random_noise_4, 0),
+        guider=(dual_cfg_guider_24, 0),
+        sampler=(ksampler_select_3, 0),
+        sigmas=(manual_sigmas_2, 0),
+        latent_image=(concat_av_latent_37, 0),
     )
     separate_av_latent_39 = g.add(
-        "LTXVSeparateAVLatent", {}, (4400, 6150), **{"av_latent": (sampler_custom_advanced_38, 0)}
+        "LTXVSeparateAVLatent", {}, (4400, 6150), av_latent=(sampler_custom_advanced_38, 0)
     )
     ltxv_audio_vae_decode_40 = g.add(
         "LTXVAudioVAEDecode",
         {},
         (4750, 6350),
-        **{"samples": (separate_av_latent_39, 1), "audio_vae": (vae_loader_11, 0)},
+        samples=(separate_av_latent_39, 1),
+        audio_vae=(vae_loader_11, 0),
     )
     distributed_vae_decode_41 = g.add(
         "LTX2DistributedVAEDecode",
@@ -274,23 +262,22 @@ def template_25_t2v() -> Graph:
             "attention_chunk_mb": 0,
         },
         (4750, 6050),
-        **{"mgpu_model": (mgpu_loader_1, 0), "latent": (separate_av_latent_39, 0)},
+        mgpu_model=(mgpu_loader_1, 0),
+        latent=(separate_av_latent_39, 0),
     )
     create_video_42 = g.add(
         "CreateVideo",
         {"fps": 24, "bit_depth": 8},
         (4730, 7010),
-        **{
-            "fps": (comfy_math_expression_13, 0),
-            "images": (distributed_vae_decode_41, 0),
-            "audio": (ltxv_audio_vae_decode_40, 0),
-        },
+        fps=(comfy_math_expression_13, 0),
+        images=(distributed_vae_decode_41, 0),
+        audio=(ltxv_audio_vae_decode_40, 0),
     )
     g.add(
         "SaveVideo",
         {"filename_prefix": "video/LTX_2.5_t2v", "format": "auto", "codec": "auto"},
         (3000, 6550),
-        **{"video": (create_video_42, 0)},
+        video=(create_video_42, 0),
     )
     return g
 
@@ -346,7 +333,7 @@ def template_25_i2v() -> Graph:
             "lora_strength": 1.0,
         },
         (1170, 6880),
-        **{"mgpu_model": (mgpu_loader_1, 0)},
+        mgpu_model=(mgpu_loader_1, 0),
     )
     ksampler_select_11 = g.add("KSamplerSelect", {"sampler_name": "euler_ancestral"}, (2190, 6750))
     random_noise_12 = g.add("RandomNoise", {"noise_seed": 875362541677469}, (2190, 6300))
@@ -365,10 +352,10 @@ def template_25_i2v() -> Graph:
         "ResizeImageMaskNode",
         {"resize_type": "scale longer dimension", "resize_type.longer_size": 1536, "scale_method": "lanczos"},
         (190, 7480),
-        **{"input": (load_image_2, 0)},
+        input=(load_image_2, 0),
     )
     ltxv_preprocess_17 = g.add(
-        "LTXVPreprocess", {"img_compression": 18}, (620, 7480), **{"image": (resize_image_mask_node_16, 0)}
+        "LTXVPreprocess", {"img_compression": 18}, (620, 7480), image=(resize_image_mask_node_16, 0)
     )
     text_generate_ltx2_prompt_18 = g.add(
         "TextGenerateLTX2Prompt",
@@ -387,21 +374,17 @@ def template_25_i2v() -> Graph:
             "use_default_template": True,
         },
         (570, 5280),
-        **{
-            "prompt": (primitive_string_multiline_5, 0),
-            "clip": (clip_loader_3, 0),
-            "image": (ltxv_preprocess_17, 0),
-        },
+        prompt=(primitive_string_multiline_5, 0),
+        clip=(clip_loader_3, 0),
+        image=(ltxv_preprocess_17, 0),
     )
     comfy_switch_node_19 = g.add(
         "ComfySwitchNode",
         {"switch": False},
         (1100, 5690),
-        **{
-            "switch": (primitive_boolean_4, 0),
-            "on_false": (primitive_string_multiline_5, 0),
-            "on_true": (text_generate_ltx2_prompt_18, 0),
-        },
+        switch=(primitive_boolean_4, 0),
+        on_false=(primitive_string_multiline_5, 0),
+        on_true=(text_generate_ltx2_prompt_18, 0),
     )
     mgpu_text_encode_20 = g.add(
         "LTX2MGPUTextEncode",
@@ -412,9 +395,10 @@ def template_25_i2v() -> Graph:
             "lora_strength": 1.0,
         },
         (1160, 6040),
-        **{"mgpu_model": (mgpu_loader_1, 0), "text": (comfy_switch_node_19, 0)},
+        mgpu_model=(mgpu_loader_1, 0),
+        text=(comfy_switch_node_19, 0),
     )
-    g.add("PreviewAny", {}, (1410, 5300), **{"source": (comfy_switch_node_19, 0)})
+    g.add("PreviewAny", {}, (1410, 5300), source=(comfy_switch_node_19, 0))
     comfy_math_expression_22 = g.add(
         "ComfyMathExpression",
         {"expression": "a"},
@@ -426,21 +410,17 @@ def template_25_i2v() -> Graph:
         "LTXVConditioning",
         {"frame_rate": 24},
         (1810, 6480),
-        **{
-            "frame_rate": (comfy_math_expression_22, 0),
-            "positive": (mgpu_text_encode_20, 0),
-            "negative": (mgpu_text_encode_10, 0),
-        },
+        frame_rate=(comfy_math_expression_22, 0),
+        positive=(mgpu_text_encode_20, 0),
+        negative=(mgpu_text_encode_10, 0),
     )
     dual_cfg_guider_24 = g.add(
         "LTXVDualCFGGuider",
         {"video_cfg": 1, "audio_cfg": 1},
         (2200, 6460),
-        **{
-            "model": (mgpu_loader_1, 1),
-            "positive": (ltxv_conditioning_23, 0),
-            "negative": (ltxv_conditioning_23, 1),
-        },
+        model=(mgpu_loader_1, 1),
+        positive=(ltxv_conditioning_23, 0),
+        negative=(ltxv_conditioning_23, 1),
     )
     comfy_math_expression_25 = g.add(
         "ComfyMathExpression",
@@ -453,11 +433,9 @@ def template_25_i2v() -> Graph:
         "LTXVEmptyLatentAudio",
         {"frames_number": 97, "frame_rate": 25, "batch_size": 1},
         (1620, 7370),
-        **{
-            "frames_number": (comfy_math_expression_25, 1),
-            "frame_rate": (comfy_math_expression_22, 1),
-            "audio_vae": (vae_loader_9, 0),
-        },
+        frames_number=(comfy_math_expression_25, 1),
+        frame_rate=(comfy_math_expression_22, 1),
+        audio_vae=(vae_loader_9, 0),
     )
     random_noise_27 = g.add("RandomNoise", {"noise_seed": 42}, (3710, 6150))
     manual_sigmas_28 = g.add("ManualSigmas", {"sigmas": "0.85, 0.7250, 0.4219, 0.0"}, (3710, 6980))
@@ -465,11 +443,9 @@ def template_25_i2v() -> Graph:
         "LTXVDualCFGGuider",
         {"video_cfg": 1, "audio_cfg": 1},
         (3710, 6310),
-        **{
-            "model": (mgpu_loader_1, 1),
-            "positive": (ltxv_conditioning_23, 0),
-            "negative": (ltxv_conditioning_23, 1),
-        },
+        model=(mgpu_loader_1, 1),
+        positive=(ltxv_conditioning_23, 0),
+        negative=(ltxv_conditioning_23, 1),
     )
     ksampler_select_30 = g.add("KSamplerSelect", {"sampler_name": "euler_ancestral"}, (3710, 6560))
     resolution_selector_31 = g.add(
@@ -478,10 +454,10 @@ def template_25_i2v() -> Graph:
         (1550, 7210),
     )
     primitive_int_32 = g.add(
-        "PrimitiveInt", {"value": 1280}, (150, 6780), "Width", **{"value": (resolution_selector_31, 0)}
+        "PrimitiveInt", {"value": 1280}, (150, 6780), "Width", value=(resolution_selector_31, 0)
     )
     primitive_int_33 = g.add(
-        "PrimitiveInt", {"value": 720}, (150, 6930), "Height", **{"value": (resolution_selector_31, 1)}
+        "PrimitiveInt", {"value": 720}, (150, 6930), "Height", value=(resolution_selector_31, 1)
     )
     comfy_math_expression_34 = g.add(
         "ComfyMathExpression", {"expression": "a/2"}, (1170, 7470), **{"values.a": (primitive_int_32, 0)}
@@ -493,88 +469,75 @@ def template_25_i2v() -> Graph:
         "EmptyLTXVLatentVideo",
         {"width": 768, "height": 512, "length": 97, "batch_size": 1},
         (1630, 7600),
-        **{
-            "width": (comfy_math_expression_34, 1),
-            "height": (comfy_math_expression_35, 1),
-            "length": (comfy_math_expression_25, 1),
-        },
+        width=(comfy_math_expression_34, 1),
+        height=(comfy_math_expression_35, 1),
+        length=(comfy_math_expression_25, 1),
     )
     ltxv_img_to_video_inplace_37 = g.add(
         "LTXVImgToVideoInplace",
         {"strength": 0.7, "bypass": False},
         (2070, 7390),
-        **{
-            "bypass": (primitive_boolean_7, 0),
-            "vae": (vae_loader_8, 0),
-            "image": (ltxv_preprocess_17, 0),
-            "latent": (empty_ltxv_latent_video_36, 0),
-        },
+        bypass=(primitive_boolean_7, 0),
+        vae=(vae_loader_8, 0),
+        image=(ltxv_preprocess_17, 0),
+        latent=(empty_ltxv_latent_video_36, 0),
     )
     concat_av_latent_38 = g.add(
         "LTXVConcatAVLatent",
         {},
         (2470, 7390),
-        **{
-            "video_latent": (ltxv_img_to_video_inplace_37, 0),
-            "audio_latent": (ltxv_empty_latent_audio_26, 0),
-        },
+        video_latent=(ltxv_img_to_video_inplace_37, 0),
+        audio_latent=(ltxv_empty_latent_audio_26, 0),
     )
     sampler_custom_advanced_39 = g.add(
         "SamplerCustomAdvanced",
         {},
         (2610, 6510),
-        **{
-            "noise": (random_noise_12, 0),
-            "guider": (dual_cfg_guider_24, 0),
-            "sampler": (ksampler_select_11, 0),
-            "sigmas": (manual_sigmas_13, 0),
-            "latent_image": (concat_av_latent_38, 0),
-        },
+        noise=(random_noise_12, 0),
+        guider=(dual_cfg_guider_24, 0),
+        sampler=(ksampler_select_11, 0),
+        sigmas=(manual_sigmas_13, 0),
+        latent_image=(concat_av_latent_38, 0),
     )
     separate_av_latent_40 = g.add(
-        "LTXVSeparateAVLatent", {}, (2890, 6520), **{"av_latent": (sampler_custom_advanced_39, 0)}
+        "LTXVSeparateAVLatent", {}, (2890, 6520), av_latent=(sampler_custom_advanced_39, 0)
     )
     ltxv_latent_upsampler_41 = g.add(
         "LTXVLatentUpsampler",
         {},
         (3260, 6410),
-        **{
-            "samples": (separate_av_latent_40, 0),
-            "upscale_model": (latent_upscale_model_loader_15, 0),
-            "vae": (vae_loader_8, 0),
-        },
+        samples=(separate_av_latent_40, 0),
+        upscale_model=(latent_upscale_model_loader_15, 0),
+        vae=(vae_loader_8, 0),
     )
     ltxv_img_to_video_inplace_42 = g.add(
         "LTXVImgToVideoInplace",
         {"strength": 1, "bypass": False},
         (3270, 6620),
-        **{
-            "bypass": (primitive_boolean_7, 0),
-            "vae": (vae_loader_8, 0),
-            "image": (ltxv_preprocess_17, 0),
-            "latent": (ltxv_latent_upsampler_41, 0),
-        },
+        bypass=(primitive_boolean_7, 0),
+        vae=(vae_loader_8, 0),
+        image=(ltxv_preprocess_17, 0),
+        latent=(ltxv_latent_upsampler_41, 0),
     )
     concat_av_latent_43 = g.add(
         "LTXVConcatAVLatent",
         {},
         (3710, 6760),
-        **{"video_latent": (ltxv_img_to_video_inplace_42, 0), "audio_latent": (separate_av_latent_40, 1)},
+        video_latent=(ltxv_img_to_video_inplace_42, 0),
+        audio_latent=(separate_av_latent_40, 1),
     )
     sampler_custom_advanced_44 = g.add(
         "SamplerCustomAdvanced",
         {},
         (4070, 6500),
-        **{
-            "noise": (random_noise_27, 0),
-            "guider": (dual_cfg_guider_29, 0),
-            "sampler": (ksampler_select_30, 0),
-            "sigmas": (manual_sigmas_28, 0),
-            "latent_image": (concat_av_latent_43, 0),
-        },
+        noise=(random_noise_27, 0),
+        guider=(dual_cfg_guider_29, 0),
+        sampler=(ksampler_select_30, 0),
+        sigmas=(manual_sigmas_28, 0),
+        latent_image=(concat_av_latent_43, 0),
     )
     separate_av_latent_45 = g.add(
-        "LTXVSeparateAVLatent", {}, (4370, 6500), **{"av_latent": (sampler_custom_advanced_44, 0)}
+        "LTXVSeparateAVLatent", {}, (4370, 6500), av_latent=(sampler_custom_advanced_44, 0)
     )
     distributed_vae_decode_46 = g.add(
         "LTX2DistributedVAEDecode",
@@ -587,29 +550,29 @@ def template_25_i2v() -> Graph:
             "attention_chunk_mb": 0,
         },
         (4760, 6360),
-        **{"mgpu_model": (mgpu_loader_1, 0), "latent": (separate_av_latent_45, 0)},
+        mgpu_model=(mgpu_loader_1, 0),
+        latent=(separate_av_latent_45, 0),
     )
     ltxv_audio_vae_decode_47 = g.add(
         "LTXVAudioVAEDecode",
         {},
         (4760, 6650),
-        **{"samples": (separate_av_latent_45, 1), "audio_vae": (vae_loader_9, 0)},
+        samples=(separate_av_latent_45, 1),
+        audio_vae=(vae_loader_9, 0),
     )
     create_video_48 = g.add(
         "CreateVideo",
         {"fps": 24, "bit_depth": 8},
         (5200, 6460),
-        **{
-            "fps": (comfy_math_expression_22, 0),
-            "images": (distributed_vae_decode_46, 0),
-            "audio": (ltxv_audio_vae_decode_47, 0),
-        },
+        fps=(comfy_math_expression_22, 0),
+        images=(distributed_vae_decode_46, 0),
+        audio=(ltxv_audio_vae_decode_47, 0),
     )
     g.add(
         "SaveVideo",
         {"filename_prefix": "video/LTX-2.5_i2v", "format": "auto", "codec": "auto"},
         (2540, 6400),
-        **{"video": (create_video_48, 0)},
+        video=(create_video_48, 0),
     )
     return g
 
@@ -652,7 +615,7 @@ def template_25_flf2v() -> Graph:
             "lora_strength": 1.0,
         },
         (1220, 2450),
-        **{"mgpu_model": (mgpu_loader_1, 0)},
+        mgpu_model=(mgpu_loader_1, 0),
     )
     vae_loader_7 = g.add("VAELoader", {"vae_name": "ltx-2.5-video-vae-bf16.safetensors"}, (690, 2130))
     vae_loader_8 = g.add("VAELoader", {"vae_name": "ltx-2.5-audio-vae-bf16.safetensors"}, (690, 2280))
@@ -683,7 +646,7 @@ def template_25_flf2v() -> Graph:
         },
     )
     ltxv_preprocess_14 = g.add(
-        "LTXVPreprocess", {"img_compression": 18}, (1910, 3300), **{"image": (resize_image_mask_node_13, 0)}
+        "LTXVPreprocess", {"img_compression": 18}, (1910, 3300), image=(resize_image_mask_node_13, 0)
     )
     primitive_int_15 = g.add("PrimitiveInt", {"value": 5}, (1180, 3160), "Duration")
     primitive_int_16 = g.add("PrimitiveInt", {"value": 24}, (1180, 3320), "Frame Rate(int)")
@@ -700,11 +663,9 @@ def template_25_flf2v() -> Graph:
         "LTXVEmptyLatentAudio",
         {"frames_number": 97, "frame_rate": 25, "batch_size": 1},
         (2380, 3350),
-        **{
-            "frames_number": (comfy_math_expression_18, 1),
-            "frame_rate": (primitive_int_16, 0),
-            "audio_vae": (vae_loader_8, 0),
-        },
+        frames_number=(comfy_math_expression_18, 1),
+        frame_rate=(primitive_int_16, 0),
+        audio_vae=(vae_loader_8, 0),
     )
     primitive_string_multiline_20 = g.add(
         "PrimitiveStringMultiline",
@@ -731,19 +692,17 @@ def template_25_flf2v() -> Graph:
             "input": (load_image_21, 0),
         },
     )
-    get_image_size_23 = g.add("GetImageSize", {}, (1910, 3020), **{"image": (resize_image_mask_node_22, 0)})
+    get_image_size_23 = g.add("GetImageSize", {}, (1910, 3020), image=(resize_image_mask_node_22, 0))
     empty_ltxv_latent_video_24 = g.add(
         "EmptyLTXVLatentVideo",
         {"width": 768, "height": 512, "length": 97, "batch_size": 1},
         (2380, 3110),
-        **{
-            "width": (get_image_size_23, 0),
-            "height": (get_image_size_23, 1),
-            "length": (comfy_math_expression_18, 1),
-        },
+        width=(get_image_size_23, 0),
+        height=(get_image_size_23, 1),
+        length=(comfy_math_expression_18, 1),
     )
     ltxv_preprocess_25 = g.add(
-        "LTXVPreprocess", {"img_compression": 18}, (1910, 2860), **{"image": (resize_image_mask_node_22, 0)}
+        "LTXVPreprocess", {"img_compression": 18}, (1910, 2860), image=(resize_image_mask_node_22, 0)
     )
     text_generate_ltx2_prompt_26 = g.add(
         "TextGenerateLTX2Prompt",
@@ -762,21 +721,17 @@ def template_25_flf2v() -> Graph:
             "use_default_template": True,
         },
         (1120, 1100),
-        **{
-            "prompt": (primitive_string_multiline_20, 0),
-            "clip": (clip_loader_9, 0),
-            "image": (ltxv_preprocess_25, 0),
-        },
+        prompt=(primitive_string_multiline_20, 0),
+        clip=(clip_loader_9, 0),
+        image=(ltxv_preprocess_25, 0),
     )
     comfy_switch_node_27 = g.add(
         "ComfySwitchNode",
         {"switch": False},
         (1650, 1510),
-        **{
-            "switch": (primitive_boolean_10, 0),
-            "on_false": (primitive_string_multiline_20, 0),
-            "on_true": (text_generate_ltx2_prompt_26, 0),
-        },
+        switch=(primitive_boolean_10, 0),
+        on_false=(primitive_string_multiline_20, 0),
+        on_true=(text_generate_ltx2_prompt_26, 0),
     )
     mgpu_text_encode_28 = g.add(
         "LTX2MGPUTextEncode",
@@ -787,88 +742,79 @@ def template_25_flf2v() -> Graph:
             "lora_strength": 1.0,
         },
         (1200, 1880),
-        **{"mgpu_model": (mgpu_loader_1, 0), "text": (comfy_switch_node_27, 0)},
+        mgpu_model=(mgpu_loader_1, 0),
+        text=(comfy_switch_node_27, 0),
     )
     ltxv_conditioning_29 = g.add(
         "LTXVConditioning",
         {"frame_rate": 25},
         (2380, 2930),
-        **{
-            "frame_rate": (comfy_math_expression_17, 0),
-            "positive": (mgpu_text_encode_28, 0),
-            "negative": (mgpu_text_encode_6, 0),
-        },
+        frame_rate=(comfy_math_expression_17, 0),
+        positive=(mgpu_text_encode_28, 0),
+        negative=(mgpu_text_encode_6, 0),
     )
     ltxv_add_guide_30 = g.add(
         "LTXVAddGuide",
         {"frame_idx": 0, "strength": 0.7},
         (2760, 2930),
-        **{
-            "positive": (ltxv_conditioning_29, 0),
-            "negative": (ltxv_conditioning_29, 1),
-            "vae": (vae_loader_7, 0),
-            "latent": (empty_ltxv_latent_video_24, 0),
-            "image": (ltxv_preprocess_25, 0),
-        },
+        positive=(ltxv_conditioning_29, 0),
+        negative=(ltxv_conditioning_29, 1),
+        vae=(vae_loader_7, 0),
+        latent=(empty_ltxv_latent_video_24, 0),
+        image=(ltxv_preprocess_25, 0),
     )
     ltxv_add_guide_31 = g.add(
         "LTXVAddGuide",
         {"frame_idx": -1, "strength": 0.7},
         (2760, 3250),
-        **{
-            "positive": (ltxv_add_guide_30, 0),
-            "negative": (ltxv_add_guide_30, 1),
-            "vae": (vae_loader_7, 0),
-            "latent": (ltxv_add_guide_30, 2),
-            "image": (ltxv_preprocess_14, 0),
-        },
+        positive=(ltxv_add_guide_30, 0),
+        negative=(ltxv_add_guide_30, 1),
+        vae=(vae_loader_7, 0),
+        latent=(ltxv_add_guide_30, 2),
+        image=(ltxv_preprocess_14, 0),
     )
     concat_av_latent_32 = g.add(
         "LTXVConcatAVLatent",
         {},
         (2260, 2610),
-        **{"video_latent": (ltxv_add_guide_31, 2), "audio_latent": (ltxv_empty_latent_audio_19, 0)},
+        video_latent=(ltxv_add_guide_31, 2),
+        audio_latent=(ltxv_empty_latent_audio_19, 0),
     )
     dual_cfg_guider_33 = g.add(
         "LTXVDualCFGGuider",
         {"video_cfg": 1, "audio_cfg": 1},
         (1910, 2000),
-        **{
-            "model": (mgpu_loader_1, 1),
-            "positive": (ltxv_add_guide_31, 0),
-            "negative": (ltxv_add_guide_31, 1),
-        },
+        model=(mgpu_loader_1, 1),
+        positive=(ltxv_add_guide_31, 0),
+        negative=(ltxv_add_guide_31, 1),
     )
     sampler_custom_advanced_34 = g.add(
         "SamplerCustomAdvanced",
         {},
         (2380, 1850),
-        **{
-            "noise": (random_noise_5, 0),
-            "guider": (dual_cfg_guider_33, 0),
-            "sampler": (sampler_euler_ancestral_4, 0),
-            "sigmas": (manual_sigmas_3, 0),
-            "latent_image": (concat_av_latent_32, 0),
-        },
+        noise=(random_noise_5, 0),
+        guider=(dual_cfg_guider_33, 0),
+        sampler=(sampler_euler_ancestral_4, 0),
+        sigmas=(manual_sigmas_3, 0),
+        latent_image=(concat_av_latent_32, 0),
     )
     separate_av_latent_35 = g.add(
-        "LTXVSeparateAVLatent", {}, (2380, 2100), **{"av_latent": (sampler_custom_advanced_34, 1)}
+        "LTXVSeparateAVLatent", {}, (2380, 2100), av_latent=(sampler_custom_advanced_34, 1)
     )
     ltxv_audio_vae_decode_36 = g.add(
         "LTXVAudioVAEDecode",
         {},
         (2740, 2440),
-        **{"samples": (separate_av_latent_35, 1), "audio_vae": (vae_loader_8, 0)},
+        samples=(separate_av_latent_35, 1),
+        audio_vae=(vae_loader_8, 0),
     )
     ltxv_crop_guides_37 = g.add(
         "LTXVCropGuides",
         {},
         (2750, 1950),
-        **{
-            "positive": (ltxv_add_guide_31, 0),
-            "negative": (ltxv_add_guide_31, 1),
-            "latent": (separate_av_latent_35, 0),
-        },
+        positive=(ltxv_add_guide_31, 0),
+        negative=(ltxv_add_guide_31, 1),
+        latent=(separate_av_latent_35, 0),
     )
     distributed_vae_decode_38 = g.add(
         "LTX2DistributedVAEDecode",
@@ -881,25 +827,24 @@ def template_25_flf2v() -> Graph:
             "attention_chunk_mb": 0,
         },
         (2740, 2150),
-        **{"mgpu_model": (mgpu_loader_1, 0), "latent": (ltxv_crop_guides_37, 2)},
+        mgpu_model=(mgpu_loader_1, 0),
+        latent=(ltxv_crop_guides_37, 2),
     )
     create_video_39 = g.add(
         "CreateVideo",
         {"fps": 24, "bit_depth": 8},
         (3200, 1840),
-        **{
-            "fps": (comfy_math_expression_17, 0),
-            "images": (distributed_vae_decode_38, 0),
-            "audio": (ltxv_audio_vae_decode_36, 0),
-        },
+        fps=(comfy_math_expression_17, 0),
+        images=(distributed_vae_decode_38, 0),
+        audio=(ltxv_audio_vae_decode_36, 0),
     )
     g.add(
         "SaveVideo",
         {"filename_prefix": "video/ltx2.5_flf2v", "format": "auto", "codec": "auto"},
         (2510, 2300),
-        **{"video": (create_video_39, 0)},
+        video=(create_video_39, 0),
     )
-    g.add("PreviewAny", {}, (1960, 1120), **{"source": (comfy_switch_node_27, 0)})
+    g.add("PreviewAny", {}, (1960, 1120), source=(comfy_switch_node_27, 0))
     return g
 
 

@@ -508,7 +508,7 @@ class Graph:
                 )
         widgets = []
         for name, kind in self._widgets(node):
-            widgets.append(node.values.get(name))
+            widgets.append(node.values.get(name, ""))  # a linked text widget saved without a value
             if kind == "seed":
                 widgets.append("fixed")  # control_after_generate
         entry = {

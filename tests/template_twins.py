@@ -23,12 +23,12 @@ TWIN_LOADER = {
     "compile_blocks": False, "fp8_matmul": False, "guidance_parallel": "off",
 }  # fmt: skip
 FROM_CHECKPOINT = "(from the checkpoint)"  # the loader's VAE choice when the checkpoint holds it
-OUTPUT_NODES = frozenset({"SaveVideo", "PreviewAny", "SaveLatent", "SaveImage"})
+OUTPUT_NODES = frozenset({"SaveVideo", "PreviewAny", "PreviewImage", "SaveLatent", "SaveImage"})
 
 
 def _swap_loader(prompt: dict) -> dict:
-    """The MGPU Loader for the template's model loader; the LoRA on its MODEL moves into the loader,
-    except for an IC-LoRA (GetICLoRAParameters reads that LoRA node's parameters)."""
+    """The MGPU Loader for the template's model loader; the LoRA on its MODEL moves into the loader (whose
+    MODEL carries the LoRA file's metadata, which GetICLoRAParameters reads for an IC-LoRA)."""
     graph = copy.deepcopy(prompt)
     (checkpoint,) = nodes_of(graph, "CheckpointLoaderSimple") + nodes_of(graph, "UNETLoader")
     inputs = graph[checkpoint]["inputs"]
@@ -47,7 +47,7 @@ def _swap_loader(prompt: dict) -> dict:
     on_checkpoint = [
         n for n in nodes_of(graph, "LoraLoaderModelOnly") if graph[n]["inputs"]["model"] == [checkpoint, 0]
     ]
-    if on_checkpoint and not nodes_of(graph, "GetICLoRAParameters"):
+    if on_checkpoint:
         (lora,) = on_checkpoint
         lora_inputs = graph.pop(lora)["inputs"]
         loader.update(lora_name=lora_inputs["lora_name"], lora_strength=lora_inputs["strength_model"])

@@ -525,7 +525,6 @@ def test_template_with_mgpu_text_encode_matches_native(server, object_info, temp
 # ----- the MGPU twins in example_workflows/ ---------------------------------------------------------
 
 TWINS_API = Path(__file__).resolve().parent.parent / "example_workflows" / "api"
-TWIN_TEMPLATES = [*FACES, "video_ltx2_3_ic_lora"]
 
 
 def twin_file(template: str) -> Path:
@@ -534,7 +533,7 @@ def twin_file(template: str) -> Path:
     return TWINS_API / f"ltx2_{release}_mgpu_{kind}.json"
 
 
-@pytest.mark.parametrize("template", TWIN_TEMPLATES)
+@pytest.mark.parametrize("template", list(FACES))
 def test_twin_is_the_template_with_our_nodes(object_info, templates, template):
     """The committed twin is the official template node for node (same values, seeds, schedules,
     guiders, links), with only the MGPU Loader, MGPU Text Encode and Distributed VAE Decode swapped in
@@ -566,7 +565,8 @@ def test_twin_is_the_template_with_our_nodes(object_info, templates, template):
 def tiny_twin(object_info, templates, template: str, label: str) -> dict:
     """The committed twin's API graph at the parity runs' CPU scale: the values the template's face
     changes (tiny_prompt) set on the twin's matching nodes, 2 CPU ranks in float32, SaveLatent on what
-    the decoders take, the bf16 tiny transformer for LTX-2.5 (as the parity runs pick)."""
+    the decoders take, the bf16 tiny transformer for LTX-2.5 and the IC-LoRA's depth estimation fed the
+    control video's frames (as the parity runs do)."""
     from template_twins import same_graph, twin_of
 
     twin = json.loads(twin_file(template).read_text())
@@ -588,6 +588,7 @@ def tiny_twin(object_info, templates, template: str, label: str) -> dict:
             "class_type": "SaveLatent",
             "inputs": {**small[node_id]["inputs"], "samples": [source, samples[1]]},
         }
+    twin = without_depth_model(twin)  # as tiny_prompt runs the template (no tiny MoGe)
     (loader,) = nodes_of(twin, "LTX2MGPULoader")
     twin[loader]["inputs"].update(gpus="cpu:2", weight_dtype="float32")
     if template.startswith("video_ltx2_5"):
@@ -604,7 +605,7 @@ NATIVE_RUNS: dict[str, RunResult] = {}  # the parity test's native runs, reused 
 def test_twin_runs_headless_like_the_template(server, object_info, templates, template):
     """Each twin (example_workflows/api) runs headless on the tiny files at the parity runs' scale and
     gives the native template's video: frames, size, fps, audio and the latents before decode within
-    TOLERANCE. (video_ltx2_3_ic_lora is not run: it needs the MoGe depth model and a video, see README.)"""
+    TOLERANCE."""
     native = NATIVE_RUNS.get(template) or run(
         server, bf16_transformer(tiny_prompt(object_info, templates, template, f"{template}_native"))
     )
