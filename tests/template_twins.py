@@ -1,12 +1,12 @@
 """The MGPU twin of an official LTX template, as the official graph with our heavy nodes (test support).
 
 `twin_of(prompt)` takes a template's API prompt (tests/template_graphs.py ui_to_prompt) and swaps in what
-example_workflows/make_workflows.py's twins use: the MGPU Loader's MODEL wherever the template's loader
-MODEL went, with the distilled LoRA in the loader (tests/test_official_templates.py swap_loader), MGPU
-Text Encode for each CLIPTextEncode, Distributed VAE Decode for VAEDecodeTiled (tiled, with the
-template's tile settings; exact for LTX-2.5's diffusion VAE decoder); nodes that then feed nothing are
-dropped. Every other node, value and link stays the
-template's. `same_graph` checks a committed twin against that, node for node in order.
+the twins in example_workflows/ use: the MGPU Loader's MODEL wherever the template's loader MODEL went,
+with the LoRA that the template puts on that MODEL in the loader (as tests/test_official_templates.py
+swap_loader does), MGPU Text Encode for each CLIPTextEncode, Distributed VAE Decode for VAEDecodeTiled
+(tiled, with the template's tile settings; exact for LTX-2.5's diffusion VAE decoder); nodes that then
+feed no output are dropped. Every other node, value and link stays the template's. `same_graph` checks
+a committed twin against that, node for node (matched in topological order).
 """
 
 from __future__ import annotations
