@@ -8,6 +8,7 @@ MGPU Text Encode for CLIPTextEncode, Distributed VAE Decode (tiled, the template
 VAEDecodeTiled. The template's own loaders stay where other nodes need them (its VAE for the image
 guides and the latent upscaler, its Gemma for the prompt enhancer). tests/test_official_templates.py
 checks each twin node for node against the downloaded template and runs it on the tiny files.
+The graphs, prompts and settings come from those templates (Comfy Org, MIT licence).
 """
 
 from __future__ import annotations

@@ -9,6 +9,7 @@ template's tile settings stay on the node). The template's own loaders stay wher
 (its video VAE for the image guides and the latent upscaler, the prompt enhancer's Gemma).
 tests/test_official_templates.py checks each twin node for node against the downloaded template and runs
 it on the tiny files.
+The graphs, prompts and settings come from those templates (Comfy Org, MIT licence).
 """
 
 from __future__ import annotations
