@@ -289,3 +289,47 @@ def test_sp_sampler_with_the_distilled_lora_matches_lora_loader(comfy23):  # noq
             c.cs.SamplerCustomAdvanced.execute(noise, plain_guider, sampler, sigmas, latent)[0]["samples"]
         )
     assert relative(plain[0], native[0])[1] > 1e-3
+
+
+def test_tdp_upscaler_with_a_temporal_upscaler_matches_native_stage2(comfy23, group23):  # noqa: F811
+    """A temporal x2 latent upscaler (ComfyUI's LatentUpsampler with temporal_upsample, as LTX-2 ships
+    one): the TDP stage doubles the frames (F latent frames -> 2F - 1) as LTXVLatentUpsampler does and
+    samples them like the native stage 2; the audio passes through unchanged."""
+    import folder_paths
+    from comfy_extras import nodes_hunyuan, nodes_lt_upsampler
+
+    from ltx2_mgpu.nodes.tdp_upscaler import LTX2TDPUpscaler
+    from ltx2_mgpu.workers.embedded.tiny_ltx23 import write_tiny_temporal_upsampler
+
+    c = comfy23
+    path = write_tiny_temporal_upsampler(c.files.checkpoint.parent / "tiny-temporal-upscaler-x2.safetensors")
+    folder_paths.add_model_folder_path("latent_upscale_models", str(path.parent))
+    (upscaler,) = nodes_hunyuan.LatentUpscaleModelLoader.execute(path.name)
+    positive, negative, _, sigmas = av_inputs(c)
+    generator = torch.Generator().manual_seed(6)
+    video = torch.randn(1, 128, 3, 4, 6, generator=generator)
+    audio = torch.randn(1, 8, 18, 16, generator=generator)
+    with torch.inference_mode():
+        (upscaled,) = nodes_lt_upsampler.LTXVLatentUpsampler.execute({"samples": video}, upscaler, c.vae)
+    assert upscaled["samples"].shape[2] == 2 * video.shape[2] - 1
+    (latent,) = c.lt.LTXVConcatAVLatent.execute(
+        upscaled, {"samples": audio, "noise_mask": torch.zeros(audio.shape)}
+    )
+    (guider,) = c.cs.CFGGuider.execute(c.model, positive, negative, 3.0)
+    (noise,) = c.cs.RandomNoise.execute(SEED)
+    (sampler,) = c.cs.KSamplerSelect.execute("euler_ancestral")
+    with torch.inference_mode():
+        native = streams(
+            c.cs.SamplerCustomAdvanced.execute(noise, guider, sampler, sigmas, latent)[0]["samples"]
+        )
+    t0 = time.perf_counter()
+    stage1 = {"samples": c.NestedTensor((video, audio))}
+    (out,) = LTX2TDPUpscaler().upscale(
+        group23, positive, negative, stage1, path.name, "euler_ancestral", 3.0, SEED, "1x1", 0, sigmas=sigmas
+    )
+    ours = streams(out["samples"])
+    assert ours[0].shape == native[0].shape
+    found = relative(ours[0], native[0])
+    report("TDP Upscaler temporal x2 one tile", group23.world_size, [found], time.perf_counter() - t0)
+    assert found[1] <= RELATIVE_TOLERANCE, found
+    assert torch.equal(ours[1], audio)

@@ -99,9 +99,10 @@ def test_loader_refuses_ltx23_on_the_ltxcore_backend_before_any_worker(tmp_path,
     assert worker_children() == []
 
 
-def test_tdp_upscaled_shape_for_the_x2_and_x15_upscalers():
+def test_tdp_upscaled_shape_for_the_x2_x15_and_temporal_upscalers():
     """What the TDP Upscaler plans its tiles on: 2H x 2W for x2, ceil(3H/2) for LTX-2.3's x1.5 (what
-    ComfyUI's rational resampler gives: up 3, 5-tap blur with stride 2); others refused by name."""
+    ComfyUI's rational resampler gives: up 3, 5-tap blur with stride 2), 2F - 1 frames for a temporal x2;
+    others refused by name."""
     from ltx2_mgpu.workers.strategies.tiled import upscaled_latent_shape
 
     x2 = {"spatial_scale": 2.0}
@@ -109,7 +110,18 @@ def test_tdp_upscaled_shape_for_the_x2_and_x15_upscalers():
     assert upscaled_latent_shape((1, 128, 3, 4, 6), x2) == (1, 128, 3, 8, 12)
     assert upscaled_latent_shape((1, 128, 3, 4, 6), x15) == (1, 128, 3, 6, 9)
     assert upscaled_latent_shape((1, 128, 3, 3, 5), x15) == (1, 128, 3, 5, 8)
-    with pytest.raises(ValueError, match=r"temporal_upsample=True.*LTX-2.3's x1.5"):
-        upscaled_latent_shape((1, 128, 3, 4, 6), {"temporal_upsample": True})
+    temporal = {"temporal_upsample": True, "spatial_upsample": False, "dims": 3}
+    assert upscaled_latent_shape((1, 128, 3, 4, 6), temporal) == (1, 128, 5, 4, 6)
+    assert upscaled_latent_shape((1, 128, 3, 4, 6), temporal | {"spatial_upsample": True}) == (
+        1,
+        128,
+        5,
+        8,
+        12,
+    )
+    with pytest.raises(ValueError, match=r"temporal_upsample=True.*temporal x2 ones"):
+        upscaled_latent_shape((1, 128, 3, 4, 6), temporal | {"dims": 2})  # ComfyUI's model needs 3-D there
+    with pytest.raises(ValueError, match=r"spatial_upsample=False, temporal_upsample=False"):
+        upscaled_latent_shape((1, 128, 3, 4, 6), {"spatial_upsample": False})
     with pytest.raises(ValueError, match=r"spatial_scale=1.5, rational_resampler=False"):
         upscaled_latent_shape((1, 128, 3, 4, 6), {"spatial_scale": 1.5})

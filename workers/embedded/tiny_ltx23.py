@@ -242,6 +242,23 @@ def make_tiny_ltx23(out_dir: Path | str, seed: int = 0) -> TinyLTX23Files:
     return files
 
 
+def tiny_ltx23_temporal_upsampler_config() -> dict[str, Any]:
+    """The flat "config" of a tiny temporal x2 latent upsampler (frames F -> 2F - 1, size unchanged)."""
+    return tiny_ltx23_upsampler_config(2.0) | {"spatial_upsample": False, "temporal_upsample": True}
+
+
+def write_tiny_temporal_upsampler(path: Path | str, seed: int = 0) -> Path:
+    """A tiny temporal x2 upsampler in the released layout (its config in the metadata), at `path`."""
+    comfy = load_comfy_modules()
+    config = tiny_ltx23_temporal_upsampler_config()
+    upsampler = comfy["upsampler"].LatentUpsampler.from_config(
+        config, operations=comfy["ops"].disable_weight_init
+    )
+    path = Path(path)
+    _save(draw_state(upsampler, "", 1.0, seed), config, path)
+    return path
+
+
 def make_tiny_ltx23_loras(files: TinyLTX23Files, gemma: Path | str, seed: int = 0) -> tuple[Path, Path]:
     """Write the two LoRAs of the 2.3 templates: one on the transformer (as the distilled LoRA, every
     attention and feed-forward linear of the blocks) and one on the text encoder (as the Gemma LoRA the

@@ -274,26 +274,32 @@ def extra_token_weights(bounds: torch.Tensor, extra_positions: torch.Tensor) -> 
 
 
 def upscaled_latent_shape(shape: tuple[int, ...], upsampler_config: dict[str, Any]) -> tuple[int, ...]:
-    """[B, C, F, H', W'] after a spatial latent upsampler with this metadata config; ValueError otherwise.
+    """[B, C, F', H', W'] after a latent upsampler with this metadata config; ValueError otherwise.
 
     x2 (LTX-2's, LTX-2.3's 1.1): 2H x 2W. A rational resampler (LTX-2.3's x1.5) scales up by num with a
-    pixel shuffle, then blurs and strides by den (5-tap kernel, padding 2): ceil(num x H / den).
+    pixel shuffle, then blurs and strides by den (5-tap kernel, padding 2): ceil(num x H / den). A
+    temporal one (a 3-D model) doubles the frames and drops the first: 2F - 1, with or without x2 in space.
     """
     spatial = bool(upsampler_config.get("spatial_upsample", True))
     temporal = bool(upsampler_config.get("temporal_upsample", False))
     scale = float(upsampler_config.get("spatial_scale", 2.0))
     rational = bool(upsampler_config.get("rational_resampler", False))
     fraction = RATIONAL_SCALES.get(scale) if rational else {2.0: (2, 1)}.get(scale)
-    if not spatial or temporal or fraction is None:
+    three_d = int(upsampler_config.get("dims", 2)) == 3
+    if temporal:  # ComfyUI's temporal upsamplers: x2 in space or none, never rational, 3-D convolutions
+        fraction = (2, 1) if spatial else (1, 1)
+    if (not spatial and not temporal) or fraction is None or (temporal and (rational or not three_d)):
         raise ValueError(
-            f"the upscale model is not a spatial latent upsampler the TDP Upscaler takes (spatial_upsample="
+            f"the upscale model is not a latent upsampler the TDP Upscaler takes (spatial_upsample="
             f"{spatial}, temporal_upsample={temporal}, spatial_scale={scale:g}, rational_resampler={rational}); "
-            "it takes the spatial x2 upscalers (ltx-2-spatial-upscaler-x2, ltx-2.3-spatial-upscaler-x2-1.1) and "
-            "LTX-2.3's x1.5. Pick one of those, or run other upsamplers with LTXVLatentUpsampler."
+            "it takes the spatial x2 upscalers (ltx-2-spatial-upscaler-x2, ltx-2.3-spatial-upscaler-x2-1.1), "
+            "LTX-2.3's x1.5 and the temporal x2 ones. Pick one of those, or run other upsamplers with "
+            "LTXVLatentUpsampler."
         )
     num, den = fraction
     b, c, f, h, w = shape
-    return (b, c, f, -(-num * h // den), -(-num * w // den))
+    frames = 2 * f - 1 if temporal else f
+    return (b, c, frames, -(-num * h // den), -(-num * w // den))
 
 
 # ComfyUI's rational spatial scales (comfy/ldm/lightricks/latent_upsampler.py): scale -> (up, down).
