@@ -114,14 +114,17 @@ def hf_text_config(config: GemmaConfig) -> dict:
     }
 
 
-def make_tiny_gemma(out_dir: Path | str, seed: int = 0, layout: str = "comfyui") -> Path:
+def make_tiny_gemma(
+    out_dir: Path | str, seed: int = 0, layout: str = "comfyui", config: GemmaConfig | None = None
+) -> Path:
     """Write the tiny Gemma into `out_dir` (created if needed); returns the file ("comfyui") or the
-    folder ("hf"). Same seed, same torch version: the same weights in both layouts."""
+    folder ("hf"). Same seed, same torch version: the same weights in both layouts. `config`: other
+    sizes with the same tokenizer (benchmarks: GemmaConfig() is Gemma 3 12B, 24 GB in bf16)."""
     if layout not in ("comfyui", "hf"):
         raise ValueError(f"layout {layout!r} is not 'comfyui' or 'hf'")
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    config = tiny_gemma_config()
+    config = config or tiny_gemma_config()
     weights = _random_weights(config, seed)
     vision = {  # stand-ins: loaders must skip what is not the language model
         "vision_model.embeddings.patch_embedding.weight": torch.zeros(4, 3, 2, 2),

@@ -1,0 +1,432 @@
+"""The whole official two-stage job, this pack's nodes against the native template graph (issue 23).
+
+Jobs (bench/e2e_graphs.py): ComfyUI's video_ltx2_3_t2v and video_ltx2_5_t2v templates
+(comfyui-workflow-templates-json 0.1.123) at their own sizes, and SGLang's LTX-2.3 configuration
+(768x512, 121 frames, 30-step stage 1 with CFG) on the 2.3 template. Per job and side: text encode,
+stage 1, the upscale stage (latent upsampler + stage-2 sampling), decode with audio, their total, and
+the peak device memory per GPU; the final latents of the two sides compared (what makes the times
+comparable). JSON into --out.
+
+Both sides run in this process through ComfyUI's own executor (execution.PromptExecutor with a
+stand-in server that timestamps each node's start, after a CUDA sync): native = the template graph
+as the frontend queues it; ours = the same graph with the MGPU Loader's MODEL, MGPU Text Encode and
+Distributed VAE Decode (worker group on --gpus). Each side runs the job twice on one executor: a
+warm-up (prompt text and seed changed, so nothing of the timed run is cached; includes loading, reported
+as `warmup`) and the timed run (loaders cached, as a user's next job). The native side's models are
+unloaded before ours start; ours' workers are stopped at the end.
+
+Steps:
+  1. here (needs the package index and a ComfyUI):
+       COMFYUI_PATH=... python bench/bench_e2e.py --prepare out/e2e
+     writes out/e2e/prompts/*.json (ignored folder; the template conversions are never committed).
+  2. --tiny (CPU, the embedded tiny files of `ltx2-mgpu make-tiny` under the released names, two CPU
+     workers, float32 both sides): a smoke test, a couple of minutes:
+       COMFYUI_PATH=... python bench/bench_e2e.py --prompts out/e2e/prompts --tiny --out x.json
+  3. real size on GPUs, models with random weights written by bench/e2e_models.py (see there):
+       COMFYUI_PATH=... python bench/bench_e2e.py --prompts out/e2e/prompts --models /scratch/models \\
+           --gpus 0 --jobs ltx23_t2v --out bench/results/e2e_ltx23_h200.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import gc
+import json
+import os
+import platform
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+BENCH = Path(__file__).resolve().parent
+sys.path.insert(0, str(BENCH))
+
+from e2e_graphs import COLLECT  # noqa: E402
+
+GIB = 2**30
+STAGES = ("text_encode", "stage1", "upscale_stage", "decode")
+LOADERS = frozenset({
+    "CheckpointLoaderSimple", "UNETLoader", "VAELoader", "CLIPLoader", "LTXAVTextEncoderLoader",
+    "LTXVAudioVAELoader", "LatentUpscaleModelLoader", "LoraLoaderModelOnly", "LoraLoader", "LTX2MGPULoader",
+})  # fmt: skip
+TEXT = frozenset({"CLIPTextEncode", "LTX2MGPUTextEncode", "LTXVConditioning"})
+DECODE = frozenset({"VAEDecodeTiled", "VAEDecode", "LTXVAudioVAEDecode", "LTX2DistributedVAEDecode", COLLECT})
+WARMUP_SUFFIX = " (warm-up run)"
+MEMORY_POLL_S = 0.05
+COLLECTED: dict[str, Any] = {}
+
+
+class BenchCollect:
+    """Output node: keeps the decoders' inputs and outputs of the run in COLLECTED."""
+
+    OUTPUT_NODE = True
+    RETURN_TYPES = ()
+    FUNCTION = "collect"
+    CATEGORY = "testing"
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"video_latent": ("LATENT",), "audio_latent": ("LATENT",), "images": ("IMAGE",),
+                             "audio": ("AUDIO",)}}  # fmt: skip
+
+    def collect(self, video_latent, audio_latent, images, audio):
+        COLLECTED.update(
+            video=video_latent["samples"].float().cpu(), audio=audio_latent["samples"].float().cpu(),
+            frames=tuple(images.shape), waveform=tuple(audio["waveform"].shape),
+        )  # fmt: skip
+        return {}
+
+
+class StandInServer:
+    """What PromptExecutor needs of ComfyUI's PromptServer: records each node's start time."""
+
+    def __init__(self, sync) -> None:
+        self.client_id = "bench"
+        self.last_node_id = None
+        self.last_prompt_id = None
+        self.sync = sync
+        self.events: list[tuple[float, str]] = []
+        self.errors: list[dict] = []
+
+    def send_sync(self, event, data, sid=None) -> None:
+        if event == "executing" and data.get("node") is not None:
+            self.sync()
+            self.events.append((time.perf_counter(), str(data["node"])))
+        elif event == "execution_error":
+            self.errors.append(data)
+
+    def send_progress_text(self, *args, **kwargs) -> None:
+        pass
+
+    def queue_updated(self) -> None:
+        pass
+
+
+class MemoryPoller:
+    """Peak device memory in use per GPU (cudaMemGetInfo, all processes: this one and the workers)."""
+
+    def __init__(self, devices: list[int]) -> None:
+        self.devices = devices
+        self.peak = {d: 0 for d in devices}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _used(self, device: int) -> int:
+        import torch
+
+        free, total = torch.cuda.mem_get_info(device)
+        return total - free
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            for d in self.devices:
+                self.peak[d] = max(self.peak[d], self._used(d))
+            time.sleep(MEMORY_POLL_S)
+
+    def __enter__(self) -> MemoryPoller:
+        if self.devices:
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        if self.devices:
+            self._thread.join()
+            for d in self.devices:
+                self.peak[d] = max(self.peak[d], self._used(d))
+
+
+# ----- ComfyUI in this process -------------------------------------------------------------------
+
+
+def import_comfyui(root: Path, *, tiny: bool) -> None:
+    """ComfyUI's modules configured as main.py would: tiny = `--cpu --fp32-unet --fp32-text-enc`
+    (the template tests' settings, for float32 parity)."""
+    sys.path.insert(0, str(root))
+    from comfy.cli_args import args
+
+    if tiny:
+        args.cpu = True
+        args.fp32_unet = True
+        args.fp32_text_enc = True
+        args.use_pytorch_cross_attention = True
+    import comfy.model_management  # noqa: F401
+
+    import nodes
+
+    asyncio.run(nodes.init_extra_nodes(init_custom_nodes=False, init_api_nodes=False))
+    import ltx2_mgpu
+
+    nodes.NODE_CLASS_MAPPINGS.update(ltx2_mgpu.NODE_CLASS_MAPPINGS)
+    nodes.NODE_CLASS_MAPPINGS[COLLECT] = BenchCollect
+
+
+def use_models(models: Path) -> None:
+    import folder_paths
+
+    for folder in sorted(p.name for p in models.iterdir() if p.is_dir()):
+        folder_paths.add_model_folder_path(folder, str(models / folder), is_default=True)
+
+
+def load_tiny_shim(models: Path, scratch: Path) -> None:
+    """The template tests' shim: ComfyUI's Gemma loaders build the tiny Gemma 3 / 4 sizes."""
+    import importlib.util
+
+    sys.path.insert(0, str(BENCH.parent / "tests"))
+    from ltx23_fixtures import tiny_gemma_sizes
+    from test_official_templates import SHIM_SOURCE, tiny_gemma4_config
+
+    from ltx2_mgpu.workers.embedded.tiny_gemma import COMFYUI_FILE_NAME
+
+    shim = scratch / "shim"
+    shim.mkdir(parents=True, exist_ok=True)
+    (shim / "tiny_gemma_sizes.json").write_text(
+        json.dumps(tiny_gemma_sizes(models / "tiny23" / COMFYUI_FILE_NAME))
+    )
+    (shim / "tiny_gemma4.json").write_text(json.dumps(tiny_gemma4_config()))
+    (shim / "shim.py").write_text(SHIM_SOURCE.read_text())
+    spec = importlib.util.spec_from_file_location("bench_e2e_tiny_shim", shim / "shim.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+
+
+def make_executor(server: StandInServer):
+    import execution
+
+    return execution.PromptExecutor(
+        server, cache_type=execution.CacheType.CLASSIC, cache_args={"lru": 0, "ram": 0, "ram_inactive": 0}
+    )
+
+
+def run_prompt(executor, server: StandInServer, prompt: dict, label: str) -> dict:
+    """Execute `prompt` once; {"total_s", "nodes": [(id, class, seconds)], "latents"}."""
+    import execution
+
+    valid = asyncio.run(execution.validate_prompt(label, prompt, None))
+    if not valid[0]:
+        raise RuntimeError(f"{label}: ComfyUI refused the prompt: {valid[1]} {json.dumps(valid[3])[:3000]}")
+    COLLECTED.clear()
+    server.events.clear()
+    server.errors.clear()
+    t0 = time.perf_counter()
+    executor.execute(prompt, label, {"client_id": server.client_id}, valid[2])
+    server.sync()
+    t1 = time.perf_counter()
+    if not executor.success or server.errors:
+        detail = server.errors[-1] if server.errors else {}
+        raise RuntimeError(
+            f"{label}: node {detail.get('node_id')} ({detail.get('node_type')}) failed: "
+            f"{detail.get('exception_message')}\n{''.join(detail.get('traceback', []))[-3000:]}"
+        )
+    times = [*(t for t, _ in server.events), t1]
+    durations = [
+        (node, prompt[node]["class_type"], times[i + 1] - t) for i, (t, node) in enumerate(server.events)
+    ]
+    return {"total_s": t1 - t0, "nodes": durations, "latents": dict(COLLECTED)}
+
+
+def stage_times(prompt: dict, nodes: list[tuple[str, str, float]]) -> dict[str, float]:
+    """Seconds per stage: loaders ("load"), text encoding, stage 1 (up to its sampler), the upscale stage
+    (upsampler to the stage-2 sampler), decode with audio; graph glue between them in "other"."""
+    from e2e_graphs import stage_samplers
+
+    first, second = stage_samplers(prompt)
+    out = dict.fromkeys(("load", *STAGES, "other"), 0.0)
+    for node, class_type, seconds in nodes:
+        if class_type in LOADERS:
+            stage = "load"
+        elif class_type in TEXT:
+            stage = "text_encode"
+        elif node == first:
+            stage = "stage1"
+        elif node == second or class_type == "LTXVLatentUpsampler":
+            stage = "upscale_stage"
+        elif class_type in DECODE:
+            stage = "decode"
+        else:
+            stage = "other"
+        out[stage] += seconds
+    return {k: round(v, 4) for k, v in out.items()}
+
+
+def warmup_variant(prompt: dict) -> dict:
+    """The same job with other text and seeds: a warm-up that leaves nothing of the timed run cached."""
+    import copy
+
+    prompt = copy.deepcopy(prompt)
+    for node in prompt.values():
+        inputs = node["inputs"]
+        if node["class_type"] in ("CLIPTextEncode", "LTX2MGPUTextEncode") and isinstance(inputs["text"], str):
+            inputs["text"] += WARMUP_SUFFIX
+        if node["class_type"] == "PrimitiveStringMultiline" and isinstance(inputs.get("value"), str):
+            inputs["value"] += WARMUP_SUFFIX
+        if node["class_type"] == "RandomNoise":
+            inputs["noise_seed"] = int(inputs["noise_seed"]) + 1
+    return prompt
+
+
+def run_side(prompt: dict, label: str, sync, devices: list[int], runs: int) -> dict:
+    server = StandInServer(sync)
+    executor = make_executor(server)
+    with MemoryPoller(devices) as warm_memory:
+        warm = run_prompt(executor, server, warmup_variant(prompt), f"{label}-warmup")
+    timed_runs = []
+    for i in range(runs):
+        with MemoryPoller(devices) as memory:
+            timed = run_prompt(executor, server, prompt, f"{label}-{i}")
+        timed_runs.append((timed, memory))
+    best, memory = min(timed_runs, key=lambda r: r[0]["total_s"])
+    result = {
+        "total_s": round(best["total_s"], 4),
+        "stages_s": stage_times(prompt, best["nodes"]),
+        "all_totals_s": [round(r["total_s"], 4) for r, _ in timed_runs],
+        "peak_device_memory_gib": {f"cuda:{d}": round(v / GIB, 2) for d, v in memory.peak.items()},
+        "warmup": {
+            "total_s": round(warm["total_s"], 4),
+            "stages_s": stage_times(prompt, warm["nodes"]),
+            "peak_device_memory_gib": {f"cuda:{d}": round(v / GIB, 2) for d, v in warm_memory.peak.items()},
+        },
+        "nodes_s": [(n, c, round(s, 4)) for n, c, s in best["nodes"]],
+        "frames_shape": best["latents"].get("frames"),
+        "waveform_shape": best["latents"].get("waveform"),
+    }
+    del executor
+    gc.collect()
+    return result, best["latents"]
+
+
+def free_everything() -> None:
+    import comfy.model_management
+
+    from ltx2_mgpu.workers.group.manager import get_manager
+
+    get_manager().unload("benchmark side done")
+    gc.collect()
+    comfy.model_management.unload_all_models()
+    comfy.model_management.cleanup_models_gc()
+    comfy.model_management.soft_empty_cache()
+
+
+def relative_error(ours, native) -> float:
+    return float((ours - native).abs().max() / native.abs().max())
+
+
+def run_job(name: str, prompts: Path, size: str, gpus: str, sync, devices: list[int], runs: int) -> dict:
+    native = json.loads((prompts / f"{name}.{size}.native.json").read_text())
+    ours = json.loads((prompts / f"{name}.{size}.ours.json").read_text())
+    for node in ours.values():
+        if node["class_type"] == "LTX2MGPULoader" and size != "tiny":
+            node["inputs"]["gpus"] = gpus
+    print(f"[e2e] {name}: native", flush=True)
+    native_result, native_latents = run_side(native, f"{name}-native", sync, devices, runs)
+    free_everything()
+    print(f"[e2e] {name}: ours ({gpus})", flush=True)
+    ours_result, ours_latents = run_side(ours, f"{name}-ours", sync, devices, runs)
+    free_everything()
+    parity = {}
+    for kind in ("video", "audio"):
+        a, b = ours_latents[kind], native_latents[kind]
+        parity[f"{kind}_latent_shape"] = list(b.shape)
+        parity[f"{kind}_latent_max_rel_error"] = None if a.shape != b.shape else relative_error(a, b)
+    result = {"native": native_result, "ours": ours_result, "final_latents_ours_vs_native": parity}
+    result["speedup_total"] = round(native_result["total_s"] / ours_result["total_s"], 3)
+    print(json.dumps({name: {s: result[s]["total_s"] for s in ("native", "ours")} | parity}), flush=True)
+    return result
+
+
+def machine() -> dict:
+    import torch
+
+    info = {"python": platform.python_version(), "torch": torch.__version__, "cpu_count": os.cpu_count(),
+            "platform": platform.platform()}  # fmt: skip
+    if torch.cuda.is_available():
+        info["gpus"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+        info["cuda"] = torch.version.cuda
+    return info
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--prepare", type=Path, help="write the prompts into DIR/prompts and stop")
+    parser.add_argument("--templates-cache", type=Path, default=None, help="download folder for --prepare")
+    parser.add_argument("--prompts", type=Path, help="the folder --prepare wrote (DIR/prompts)")
+    parser.add_argument("--models", type=Path, help="ComfyUI models folder (real size: bench/e2e_models.py)")
+    parser.add_argument("--tiny", action="store_true", help="CPU, tiny files written into --scratch")
+    parser.add_argument("--scratch", type=Path, default=Path("out/e2e/scratch"))
+    parser.add_argument("--gpus", default="0", help="our worker group's GPUs, as the loader takes them")
+    parser.add_argument("--jobs", nargs="+", default=None, help="which jobs (default: all prepared)")
+    parser.add_argument("--runs", type=int, default=1, help="timed runs per side (the fastest is reported)")
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args(argv)
+
+    root = os.environ.get("COMFYUI_PATH")
+    if not root or not (Path(root) / "comfy").is_dir():
+        parser.error(
+            "set COMFYUI_PATH to a ComfyUI checkout (the folder holding comfy/, nodes.py, execution.py)"
+        )
+    if args.prepare:
+        from e2e_graphs import prepare
+
+        cache = args.templates_cache or args.prepare / "templates"
+        for path in prepare(args.prepare / "prompts", Path(root), cache):
+            print(path)
+        return 0
+    if not args.prompts or not args.out:
+        parser.error("--prompts and --out are needed (or --prepare)")
+
+    manifest = json.loads((args.prompts / "manifest.json").read_text())
+    names = args.jobs or list(manifest["jobs"])
+    size = "tiny" if args.tiny else "real"
+    models = args.models
+    if args.tiny:
+        from e2e_models import stage_tiny_models
+
+        models = stage_tiny_models(args.scratch / "models", Path(root))
+    elif models is None:
+        parser.error("--models: the folder bench/e2e_models.py wrote")
+    models = models.resolve()  # the workers resolve model paths from another working directory
+    import_comfyui(Path(root), tiny=args.tiny)
+    use_models(models)
+    if args.tiny:
+        load_tiny_shim(models, args.scratch)
+
+    import torch
+
+    cuda = torch.cuda.is_available() and not args.tiny
+    devices = [int(d) for d in args.gpus.split(",")] if cuda else []
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
+    results = {}
+    for name in names:
+        results[name] = run_job(name, args.prompts, size, args.gpus, sync, devices, args.runs)
+        results[name]["job"] = manifest["jobs"][name]
+    report = {
+        "benchmark": "bench_e2e: official two-stage template jobs, ours vs native, same process and run",
+        "size": size,
+        "gpus": args.gpus if cuda else "cpu:2",
+        "templates": manifest["templates_package"],
+        "timing": "the fastest of --runs timed runs per side after one warm-up run (other text and seeds, "
+        "loading included: `warmup`); stage times from the executor's node starts after a CUDA sync",
+        "memory": "peak device memory in use per GPU (cudaMemGetInfo polled every 50 ms: this process and "
+        "the workers, CUDA contexts included)",
+        "weights": json.loads((models / "WEIGHTS.json").read_text())
+        if (models / "WEIGHTS.json").exists()
+        else None,
+        "machine": machine(),
+        "jobs": results,
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(report, indent=1))
+    print(f"[e2e] wrote {args.out}")
+    with contextlib.suppress(Exception):
+        free_everything()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

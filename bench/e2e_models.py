@@ -1,0 +1,236 @@
+"""Model files for bench_e2e.py under the names the official templates load.
+
+Tiny (`stage_tiny_models`): `ltx2-mgpu make-tiny --family 2.3` and `--family 2.5` (the embedded tiny
+files in the released layouts), linked under the released names, as tests/test_official_templates.py
+does for its server.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+TESTS = Path(__file__).resolve().parent.parent / "tests"
+
+
+def _released_names() -> tuple[dict, dict, str, str]:
+    if str(TESTS) not in sys.path:
+        sys.path.insert(0, str(TESTS))
+    from test_official_templates import CHECKPOINT_23, DISTILLED_LORA_23, RELEASED_23, RELEASED_25
+
+    return RELEASED_23, RELEASED_25, CHECKPOINT_23, DISTILLED_LORA_23
+
+
+def stage_tiny_models(models: Path, comfyui_root: Path) -> Path:
+    """ComfyUI's models/ layout under `models`: the tiny 2.3 and 2.5 files and links under the names
+    the 2.3 / 2.5 templates load. Made once (kept between runs)."""
+    from ltx2_mgpu.workers.embedded.tiny_gemma import COMFYUI_FILE_NAME
+    from ltx2_mgpu.workers.embedded.tiny_ltx23 import (
+        CHECKPOINT_FILE_NAME,
+        LORA_FILE_NAME,
+        TEXT_LORA_FILE_NAME,
+        UPSCALER_X2_FILE_NAME,
+    )
+    from ltx2_mgpu.workers.embedded.tiny_ltx25 import make_tiny_ltx25_paths
+
+    released_23, released_25, checkpoint_23, lora_23 = _released_names()
+    done = models / "WEIGHTS.json"
+    if done.exists():
+        return models
+    tiny23 = models / "tiny23"
+    env = {**os.environ, "COMFYUI_PATH": str(comfyui_root)}
+    for family, folder in (("2.3", tiny23), ("2.5", models)):
+        command = [sys.executable, "-m", "ltx2_mgpu.cli", "make-tiny", "--family", family, str(folder)]
+        made = subprocess.run(command, capture_output=True, text=True, env=env, timeout=900)
+        if made.returncode != 0:
+            raise RuntimeError(f"`{' '.join(command)}` failed:\n{made.stderr[-3000:]}")
+    tiny25 = make_tiny_ltx25_paths(models)
+    links = {
+        "checkpoints": {checkpoint_23: tiny23 / CHECKPOINT_FILE_NAME},
+        "latent_upscale_models": {
+            released_23["latent_upscale_models"]: tiny23 / UPSCALER_X2_FILE_NAME,
+            released_25["latent_upscale_models"]: tiny25.spatial_upscaler,
+        },
+        "text_encoders": {
+            released_23["text_encoders"]: tiny23 / COMFYUI_FILE_NAME,
+            released_25["text_encoders"]: tiny25.text_encoder,
+            released_25["prompt_enhancer"]: tiny25.text_encoder,
+        },
+        "loras": {lora_23: tiny23 / LORA_FILE_NAME, released_23["text_loras"]: tiny23 / TEXT_LORA_FILE_NAME},
+        "diffusion_models": {released_25["diffusion_models"]: tiny25.transformer_int8},
+        "vae": {released_25["video_vae"]: tiny25.video_vae, released_25["audio_vae"]: tiny25.audio_vae},
+    }
+    for folder, names in links.items():
+        (models / folder).mkdir(parents=True, exist_ok=True)
+        for name, source in names.items():
+            link = models / folder / name
+            if not link.exists():
+                link.symlink_to(source.resolve())
+    done.write_text(json.dumps({"kind": "tiny", "source": "ltx2-mgpu make-tiny --family 2.3 / 2.5, seed 0"}))
+    return models
+
+
+# ----- real size, random weights ------------------------------------------------------------------
+
+# Assumed, not published here: the released x2 spatial upscaler's width (LTX's latent upsampler:
+# 1024 mid channels, 4 res blocks per stage) and the distilled LoRA's rank (its file name says an
+# average rank of 111). Both only matter at load time or in the short upsampling step.
+UPSCALER_MID_CHANNELS, UPSCALER_BLOCKS = 1024, 4
+LORA_RANK = 111
+
+
+def real_ltx23_config(num_layers: int | None = None) -> dict:
+    """The 2.3 checkpoint's metadata "config" at real size where it is known: the 22B transformer as
+    ComfyUI builds it (random_model.FAMILY_CHANGES over the 19B config); the video decoder of LTX-2
+    (19B; 2.3's block list is not public), tiny encoder (t2v never encodes); the tiny audio VAE and
+    vocoder (their real configs are not public here). `num_layers`: fewer blocks (a check on a CPU)."""
+    from bench_vae import LTX2_DECODER_BASE_CHANNELS, LTX2_DECODER_BLOCKS
+
+    from ltx2_mgpu.workers.embedded.tiny_ltx23 import tiny_ltx23_config
+    from ltx2_mgpu.workers.engine.comfy.random_model import family_config
+    from ltx2_mgpu.workers.rank.ops_bench import LTX2_19B_TRANSFORMER
+
+    config = tiny_ltx23_config()
+    transformer = {**config["transformer"], **family_config(LTX2_19B_TRANSFORMER, "2.3")}
+    if num_layers is not None:
+        transformer["num_layers"] = num_layers
+    vae = {
+        **config["vae"],
+        "decoder_blocks": LTX2_DECODER_BLOCKS,
+        "decoder_base_channels": LTX2_DECODER_BASE_CHANNELS,
+    }
+    return {**config, "transformer": transformer, "vae": vae}
+
+
+def write_ltx23_checkpoint(path: Path, config: dict, text_width: int, device, seed: int = 0) -> Path:
+    """The LTX-2.3 checkpoint in the fp8 template file's layout: the transformer's tensors as
+    random_model draws them in its fp8 scaled format (under model.diffusion_model.), the text
+    projection at Gemma 3 12B's width (bf16), the VAEs and vocoder as make-tiny draws them."""
+    import torch
+    from safetensors.torch import save_file
+
+    from ltx2_mgpu.workers.embedded.tiny_ltx23 import _checkpoint_modules, draw_state, load_comfy_modules
+    from ltx2_mgpu.workers.engine.comfy.random_model import (
+        _quantized_state,
+        parameter_shapes,
+        quantized_layers,
+    )
+
+    comfy = load_comfy_modules()
+    transformer = config["transformer"]
+    shapes = parameter_shapes(transformer)
+    layers = quantized_layers(shapes, "fp8", int(transformer["num_layers"]))
+    tensors = {}
+    for key, value in _quantized_state(shapes, layers, device, torch.bfloat16, seed):
+        tensors[f"model.diffusion_model.{key}"] = value.cpu()
+    with torch.device("meta"):
+        projection = comfy["lt"].DualLinearProjection(
+            text_width, transformer["cross_attention_dim"], transformer["audio_cross_attention_dim"],
+            operations=comfy["ops"].disable_weight_init,
+        )  # fmt: skip
+    generator = torch.Generator(device=device).manual_seed(seed + 1)
+    for key, value in projection.state_dict().items():
+        drawn = torch.empty(value.shape, dtype=torch.bfloat16, device=device).normal_(
+            0, 0.02, generator=generator
+        )
+        tensors[f"text_embedding_projection.{key}"] = drawn.cpu()
+    tiny_parts = _checkpoint_modules(comfy, {**config, "transformer": {**transformer, "num_layers": 1}})
+    for module, prefix, gain in tiny_parts:
+        if prefix in ("vae.", "audio_vae.", "vocoder."):
+            tensors.update(
+                {k: v.to(torch.bfloat16) for k, v in draw_state(module, prefix, gain, seed).items()}
+            )
+    tmp = path.with_name(f".{path.name}.tmp")
+    save_file(
+        {k: v.contiguous() for k, v in tensors.items()}, str(tmp), metadata={"config": json.dumps(config)}
+    )
+    tmp.replace(path)
+    return path
+
+
+def write_real_ltx23_models(models: Path, device, num_layers: int | None = None, seed: int = 0) -> Path:
+    """Every file the LTX-2.3 t2v template loads, random weights, under the released names (about
+    25 GB checkpoint + 24 GB Gemma 3 12B in bf16 + LoRA + upscaler); WEIGHTS.json says what each is."""
+    import torch
+    from safetensors.torch import save_file
+
+    from ltx2_mgpu.workers.embedded.tiny_gemma import make_tiny_gemma
+    from ltx2_mgpu.workers.embedded.tiny_ltx23 import (
+        draw_state,
+        load_comfy_modules,
+        tiny_ltx23_upsampler_config,
+    )
+    from ltx2_mgpu.workers.embedded.tiny_variants import make_tiny_lora
+    from ltx2_mgpu.workers.text.gemma3 import GemmaConfig, default_sliding_layers
+
+    released_23, _, checkpoint_23, lora_23 = _released_names()
+    folders = {f: models / f for f in ("checkpoints", "text_encoders", "loras", "latent_upscale_models")}
+    for folder in folders.values():
+        folder.mkdir(parents=True, exist_ok=True)
+    t0 = time.monotonic()
+    gemma_config = GemmaConfig()
+    if num_layers is not None:
+        gemma_config = GemmaConfig(num_layers=num_layers, sliding_layers=default_sliding_layers(num_layers))
+    config = real_ltx23_config(num_layers)
+    checkpoint = write_ltx23_checkpoint(
+        folders["checkpoints"] / checkpoint_23, config, GemmaConfig().feature_width, device, seed
+    )
+    print(
+        f"[e2e models] {checkpoint.name}: {checkpoint.stat().st_size / 1e9:.1f} GB, {time.monotonic() - t0:.0f} s"
+    )
+    gemma = make_tiny_gemma(models / "gemma-work", seed=seed, config=gemma_config)
+    gemma.replace(folders["text_encoders"] / released_23["text_encoders"])
+    gemma.parent.rmdir()
+    print(f"[e2e models] Gemma 3 ({gemma_config.num_layers} layers), {time.monotonic() - t0:.0f} s")
+    make_tiny_lora(folders["loras"] / lora_23, checkpoint, rank=LORA_RANK, seed=seed)
+    comfy = load_comfy_modules()
+    upsampler_config = {**tiny_ltx23_upsampler_config(2.0), "mid_channels": UPSCALER_MID_CHANNELS,
+                        "num_blocks_per_stage": UPSCALER_BLOCKS}  # fmt: skip
+    upsampler = comfy["upsampler"].LatentUpsampler.from_config(
+        upsampler_config, operations=comfy["ops"].disable_weight_init
+    )
+    save_file(
+        {k: v.to(torch.bfloat16).contiguous() for k, v in draw_state(upsampler, "", 1.0, seed).items()},
+        str(folders["latent_upscale_models"] / released_23["latent_upscale_models"]),
+        metadata={"config": json.dumps(upsampler_config)},
+    )
+    gemma_name, upscaler_name = released_23["text_encoders"], released_23["latent_upscale_models"]
+    weights = {
+        "kind": "random weights at real size (LTX-2.3 files only)",
+        checkpoint_23: f"22B transformer ({config['transformer']['num_layers']} blocks), fp8 scaled as the template's "
+        "file (random_model.py); text projection at Gemma 3 12B's width; video decoder: LTX-2 19B's block list "
+        "(2.3's is not public), tiny video encoder, tiny audio VAE and vocoder (real configs not public): the "
+        "audio decode time is NOT representative",
+        gemma_name: f"Gemma 3 12B sizes ({gemma_config.num_layers} layers) in bf16, not the "
+        "template's fp4 mixed format; make-tiny's character-level tokenizer (prompts pad to 1,024 tokens either way)",
+        lora_23: f"random LoRA rank {LORA_RANK} on every block Linear (loaded once, not in the timed run)",
+        upscaler_name: f"x2 latent upsampler, assumed {UPSCALER_MID_CHANNELS} mid channels, "
+        f"{UPSCALER_BLOCKS} blocks per stage",
+        "not written": "LTX-2.5 files (Gemma 4 12B, the 2.5 VAEs' real configs): the 2.5 job runs at tiny size only",
+        "seconds_to_write": round(time.monotonic() - t0, 1),
+    }
+    (models / "WEIGHTS.json").write_text(json.dumps(weights, indent=1))
+    return models
+
+
+def main(argv=None) -> int:
+    import argparse
+
+    import torch
+
+    parser = argparse.ArgumentParser(description="write bench_e2e.py's real-size random LTX-2.3 files")
+    parser.add_argument("models", type=Path, help="the ComfyUI models folder to write (about 55 GB)")
+    parser.add_argument("--device", default="cuda:0" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--layers", type=int, default=None, help="fewer transformer/Gemma layers (a check)")
+    args = parser.parse_args(argv)
+    write_real_ltx23_models(args.models.resolve(), torch.device(args.device), args.layers)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    raise SystemExit(main())

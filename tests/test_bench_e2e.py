@@ -1,0 +1,62 @@
+"""bench/bench_e2e.py end to end at tiny size on the CPU (a smoke test; no time is asserted): the
+official templates prepared as native and swapped API prompts, both run through ComfyUI's executor in
+the bench's process, the JSON holding every stage for both sides, and the two sides' final latents
+the same (what makes the bench's time comparison meaningful)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from template_graphs import templates_cache
+
+pytestmark = pytest.mark.comfyui
+
+BENCH = Path(__file__).resolve().parents[1] / "bench" / "bench_e2e.py"
+JOBS = ("ltx23_t2v", "ltx25_t2v", "ltx23_sglang_768x512x121")
+STAGES = ("text_encode", "stage1", "upscale_stage", "decode")
+TOLERANCE = 1e-5  # of the largest magnitude, float32: the template tests' bound
+TIMEOUT_S = 1800
+
+
+def _bench(*args: str) -> subprocess.CompletedProcess:
+    done = subprocess.run(
+        [sys.executable, str(BENCH), *args], capture_output=True, text=True, timeout=TIMEOUT_S,
+        env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-6000:]
+    return done
+
+
+def test_e2e_bench_at_tiny_size_times_every_stage_with_matching_latents(pytestconfig, tmp_path_factory):
+    work = tmp_path_factory.mktemp("e2e")
+    cache = templates_cache(pytestconfig, tmp_path_factory)
+    _bench("--prepare", str(work), "--templates-cache", str(cache))
+    out = work / "tiny.json"
+    _bench(
+        "--prompts", str(work / "prompts"), "--tiny", "--scratch", str(work / "scratch"), "--out", str(out)
+    )
+    report = json.loads(out.read_text())
+    assert set(report["jobs"]) == set(JOBS)
+    for name, job in report["jobs"].items():
+        for side in ("native", "ours"):
+            stages = job[side]["stages_s"]
+            assert all(stages[s] > 0 for s in STAGES), (name, side, stages)
+            assert job[side]["total_s"] >= sum(stages.values()) * 0.99, (name, side)
+            assert job[side]["warmup"]["stages_s"]["load"] > 0, (name, side)
+        assert job["native"]["frames_shape"] == job["ours"]["frames_shape"], name
+        assert job["native"]["waveform_shape"] == job["ours"]["waveform_shape"], name
+        classes = {c for _, c, _ in job["ours"]["nodes_s"]}
+        ours = {"LTX2MGPULoader", "LTX2MGPUTextEncode"} | (
+            {"LTX2DistributedVAEDecode"} if job["job"]["distributed_vae_decode"] else set()
+        )
+        assert ours <= classes, name
+        parity = job["final_latents_ours_vs_native"]
+        for kind in ("video", "audio"):
+            error = parity[f"{kind}_latent_max_rel_error"]
+            print(f"{name} {kind} latent: max|ours-native|/max|native| = {error}")
+            assert error is not None and error <= TOLERANCE, (name, kind, parity)
