@@ -58,6 +58,10 @@ DECODE = frozenset({"VAEDecodeTiled", "VAEDecode", "LTXVAudioVAEDecode", "LTX2Di
 WARMUP_SUFFIX = " (warm-up run)"
 MEMORY_POLL_S = 0.05
 COLLECTED: dict[str, Any] = {}
+# What the template graphs need beyond comfy/'s own imports (torch, torchvision, torchsde, PIL, ...):
+# PyAV (comfy_extras/nodes_lt.py imports it; LTXVPreprocess runs it), simpleeval (ComfyMathExpression),
+# kornia (comfy_extras/nodes_post_processing.py: ResizeImageMaskNode).
+GRAPH_REQUIREMENTS = {"av": "av", "simpleeval": "simpleeval", "kornia": "kornia kornia_rs"}
 
 
 class BenchCollect:
@@ -145,7 +149,8 @@ class MemoryPoller:
 
 def import_comfyui(root: Path, *, tiny: bool) -> None:
     """ComfyUI's modules configured as main.py would: tiny = `--cpu --fp32-unet --fp32-text-enc`
-    (the template tests' settings, for float32 parity)."""
+    (the template tests' settings, for float32 parity); otherwise main.py's defaults, with its CUDA
+    allocator choice (the workers inherit it, as they would from ComfyUI)."""
     sys.path.insert(0, str(root))
     from comfy.cli_args import args
 
@@ -154,6 +159,8 @@ def import_comfyui(root: Path, *, tiny: bool) -> None:
         args.fp32_unet = True
         args.fp32_text_enc = True
         args.use_pytorch_cross_attention = True
+    else:
+        import cuda_malloc  # noqa: F401  as main.py: cudaMallocAsync on CUDA builds (before torch loads)
     import comfy.model_management  # noqa: F401
 
     import nodes
@@ -163,6 +170,17 @@ def import_comfyui(root: Path, *, tiny: bool) -> None:
 
     nodes.NODE_CLASS_MAPPINGS.update(ltx2_mgpu.NODE_CLASS_MAPPINGS)
     nodes.NODE_CLASS_MAPPINGS[COLLECT] = BenchCollect
+
+
+def check_requirements() -> None:
+    import importlib.util
+
+    missing = [pip for module, pip in GRAPH_REQUIREMENTS.items() if importlib.util.find_spec(module) is None]
+    if missing:
+        raise SystemExit(
+            f"the template graphs need {', '.join(missing)} (pip install {' '.join(missing)}; ComfyUI's "
+            "requirements.txt pins them): without them ComfyUI drops the LTX / math / resize nodes"
+        )
 
 
 def use_models(models: Path) -> None:
@@ -349,6 +367,25 @@ def machine() -> dict:
     return info
 
 
+def markdown_table(report: dict) -> str:
+    """The README's table for one result file: per job and side, the stage times, total and peak memory."""
+    gpus = report.get("machine", {}).get("gpus") or ["CPU"]
+    lines = [
+        f"{report['size']} size, {len(gpus)} x {gpus[0]}, our workers on {report['gpus']}; {report['templates']}",
+        "",
+        "| job | side | text encode | stage 1 | upscale stage | decode + audio | total | speed-up | peak memory per GPU |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name, job in report["jobs"].items():
+        for side in ("native", "ours"):
+            result = job[side]
+            stages = " | ".join(f"{result['stages_s'][s]:.2f} s" for s in STAGES)
+            memory = ", ".join(f"{v:.1f} GiB" for v in result["peak_device_memory_gib"].values()) or "-"
+            speedup = f"{job['speedup_total']:.2f}x" if side == "ours" else ""
+            lines.append(f"| {name} | {side} | {stages} | {result['total_s']:.2f} s | {speedup} | {memory} |")
+    return "\n".join(lines)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -363,7 +400,11 @@ def main(argv=None) -> int:
     parser.add_argument("--jobs", nargs="+", default=None, help="which jobs (default: all prepared)")
     parser.add_argument("--runs", type=int, default=1, help="timed runs per side (the fastest is reported)")
     parser.add_argument("--out", type=Path)
+    parser.add_argument("--table", type=Path, help="print a result file as the README's table and stop")
     args = parser.parse_args(argv)
+    if args.table:
+        print(markdown_table(json.loads(args.table.read_text())))
+        return 0
 
     root = os.environ.get("COMFYUI_PATH")
     if not root or not (Path(root) / "comfy").is_dir():
@@ -380,6 +421,7 @@ def main(argv=None) -> int:
     if not args.prompts or not args.out:
         parser.error("--prompts and --out are needed (or --prepare)")
 
+    check_requirements()
     manifest = json.loads((args.prompts / "manifest.json").read_text())
     names = args.jobs or list(manifest["jobs"])
     size = "tiny" if args.tiny else "real"
@@ -399,7 +441,7 @@ def main(argv=None) -> int:
     import torch
 
     cuda = torch.cuda.is_available() and not args.tiny
-    devices = [int(d) for d in args.gpus.split(",")] if cuda else []
+    devices = list(range(torch.cuda.device_count())) if cuda else []  # memory of every visible GPU
     sync = torch.cuda.synchronize if cuda else (lambda: None)
     results = {}
     for name in names:

@@ -176,28 +176,44 @@ def write_real_ltx23_models(models: Path, device, num_layers: int | None = None,
     if num_layers is not None:
         gemma_config = GemmaConfig(num_layers=num_layers, sliding_layers=default_sliding_layers(num_layers))
     config = real_ltx23_config(num_layers)
-    checkpoint = write_ltx23_checkpoint(
-        folders["checkpoints"] / checkpoint_23, config, GemmaConfig().feature_width, device, seed
-    )
-    print(
-        f"[e2e models] {checkpoint.name}: {checkpoint.stat().st_size / 1e9:.1f} GB, {time.monotonic() - t0:.0f} s"
-    )
-    gemma = make_tiny_gemma(models / "gemma-work", seed=seed, config=gemma_config)
-    gemma.replace(folders["text_encoders"] / released_23["text_encoders"])
-    gemma.parent.rmdir()
-    print(f"[e2e models] Gemma 3 ({gemma_config.num_layers} layers), {time.monotonic() - t0:.0f} s")
-    make_tiny_lora(folders["loras"] / lora_23, checkpoint, rank=LORA_RANK, seed=seed)
-    comfy = load_comfy_modules()
-    upsampler_config = {**tiny_ltx23_upsampler_config(2.0), "mid_channels": UPSCALER_MID_CHANNELS,
-                        "num_blocks_per_stage": UPSCALER_BLOCKS}  # fmt: skip
-    upsampler = comfy["upsampler"].LatentUpsampler.from_config(
-        upsampler_config, operations=comfy["ops"].disable_weight_init
-    )
-    save_file(
-        {k: v.to(torch.bfloat16).contiguous() for k, v in draw_state(upsampler, "", 1.0, seed).items()},
-        str(folders["latent_upscale_models"] / released_23["latent_upscale_models"]),
-        metadata={"config": json.dumps(upsampler_config)},
-    )
+    paths = {
+        "checkpoint": folders["checkpoints"] / checkpoint_23,
+        "gemma": folders["text_encoders"] / released_23["text_encoders"],
+        "lora": folders["loras"] / lora_23,
+        "upscaler": folders["latent_upscale_models"] / released_23["latent_upscale_models"],
+    }
+    # Each file is written to a temporary name and renamed: a run stopped midway resumes with the
+    # files still missing (the device allows 10 minutes per command).
+    if not paths["checkpoint"].exists():
+        write_ltx23_checkpoint(paths["checkpoint"], config, GemmaConfig().feature_width, device, seed)
+        print(
+            f"[e2e models] checkpoint {_gb(paths['checkpoint'])}, {time.monotonic() - t0:.0f} s", flush=True
+        )
+    if not paths["gemma"].exists():
+        gemma = make_tiny_gemma(models / "gemma-work", seed=seed, config=gemma_config)
+        gemma.replace(paths["gemma"])
+        gemma.parent.rmdir()
+        print(f"[e2e models] Gemma 3 {_gb(paths['gemma'])}, {time.monotonic() - t0:.0f} s", flush=True)
+    if not paths["lora"].exists():
+        tmp = make_tiny_lora(
+            paths["lora"].with_name(".lora.tmp"), paths["checkpoint"], rank=LORA_RANK, seed=seed
+        )
+        tmp.replace(paths["lora"])
+    if not paths["upscaler"].exists():
+        comfy = load_comfy_modules()
+        upsampler_config = {**tiny_ltx23_upsampler_config(2.0), "mid_channels": UPSCALER_MID_CHANNELS,
+                            "num_blocks_per_stage": UPSCALER_BLOCKS}  # fmt: skip
+        upsampler = comfy["upsampler"].LatentUpsampler.from_config(
+            upsampler_config, operations=comfy["ops"].disable_weight_init
+        )
+        tmp = paths["upscaler"].with_name(".upscaler.tmp")
+        save_file(
+            {k: v.to(torch.bfloat16).contiguous() for k, v in draw_state(upsampler, "", 1.0, seed).items()},
+            str(tmp),
+            metadata={"config": json.dumps(upsampler_config)},
+        )
+        tmp.replace(paths["upscaler"])
+    print(f"[e2e models] all files written in {time.monotonic() - t0:.0f} s", flush=True)
     gemma_name, upscaler_name = released_23["text_encoders"], released_23["latent_upscale_models"]
     weights = {
         "kind": "random weights at real size (LTX-2.3 files only)",
@@ -211,10 +227,14 @@ def write_real_ltx23_models(models: Path, device, num_layers: int | None = None,
         upscaler_name: f"x2 latent upsampler, assumed {UPSCALER_MID_CHANNELS} mid channels, "
         f"{UPSCALER_BLOCKS} blocks per stage",
         "not written": "LTX-2.5 files (Gemma 4 12B, the 2.5 VAEs' real configs): the 2.5 job runs at tiny size only",
-        "seconds_to_write": round(time.monotonic() - t0, 1),
+        "sizes_gb": {name: round(path.stat().st_size / 1e9, 2) for name, path in paths.items()},
     }
     (models / "WEIGHTS.json").write_text(json.dumps(weights, indent=1))
     return models
+
+
+def _gb(path: Path) -> str:
+    return f"{path.name}: {path.stat().st_size / 1e9:.1f} GB"
 
 
 def main(argv=None) -> int:

@@ -17,7 +17,9 @@ from template_graphs import templates_cache
 pytestmark = pytest.mark.comfyui
 
 BENCH = Path(__file__).resolve().parents[1] / "bench" / "bench_e2e.py"
-JOBS = ("ltx23_t2v", "ltx25_t2v", "ltx23_sglang_768x512x121")
+# The two templates as released (SGLang's configuration is the 2.3 one with another stage 1; left out
+# to keep the test near five minutes on two CPU cores).
+JOBS = ("ltx23_t2v", "ltx25_t2v")
 STAGES = ("text_encode", "stage1", "upscale_stage", "decode")
 TOLERANCE = 1e-5  # of the largest magnitude, float32: the template tests' bound
 TIMEOUT_S = 1800
@@ -38,7 +40,15 @@ def test_e2e_bench_at_tiny_size_times_every_stage_with_matching_latents(pytestco
     _bench("--prepare", str(work), "--templates-cache", str(cache))
     out = work / "tiny.json"
     _bench(
-        "--prompts", str(work / "prompts"), "--tiny", "--scratch", str(work / "scratch"), "--out", str(out)
+        "--prompts",
+        str(work / "prompts"),
+        "--tiny",
+        "--scratch",
+        str(work / "scratch"),
+        "--out",
+        str(out),
+        "--jobs",
+        *JOBS,
     )
     report = json.loads(out.read_text())
     assert set(report["jobs"]) == set(JOBS)
@@ -51,7 +61,7 @@ def test_e2e_bench_at_tiny_size_times_every_stage_with_matching_latents(pytestco
         assert job["native"]["frames_shape"] == job["ours"]["frames_shape"], name
         assert job["native"]["waveform_shape"] == job["ours"]["waveform_shape"], name
         classes = {c for _, c, _ in job["ours"]["nodes_s"]}
-        ours = {"LTX2MGPULoader", "LTX2MGPUTextEncode"} | (
+        ours = {"LTX2MGPUTextEncode"} | (  # the loader ran in the warm-up (cached since)
             {"LTX2DistributedVAEDecode"} if job["job"]["distributed_vae_decode"] else set()
         )
         assert ours <= classes, name
