@@ -115,17 +115,22 @@ def hf_text_config(config: GemmaConfig) -> dict:
 
 
 def make_tiny_gemma(
-    out_dir: Path | str, seed: int = 0, layout: str = "comfyui", config: GemmaConfig | None = None
+    out_dir: Path | str,
+    seed: int = 0,
+    layout: str = "comfyui",
+    config: GemmaConfig | None = None,
+    device: str = "cpu",
 ) -> Path:
     """Write the tiny Gemma into `out_dir` (created if needed); returns the file ("comfyui") or the
     folder ("hf"). Same seed, same torch version: the same weights in both layouts. `config`: other
-    sizes with the same tokenizer (benchmarks: GemmaConfig() is Gemma 3 12B, 24 GB in bf16)."""
+    sizes with the same tokenizer (benchmarks: GemmaConfig() is Gemma 3 12B, 24 GB in bf16), drawn on
+    `device`."""
     if layout not in ("comfyui", "hf"):
         raise ValueError(f"layout {layout!r} is not 'comfyui' or 'hf'")
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     config = config or tiny_gemma_config()
-    weights = _random_weights(config, seed)
+    weights = _random_weights(config, seed, device)
     vision = {  # stand-ins: loaders must skip what is not the language model
         "vision_model.embeddings.patch_embedding.weight": torch.zeros(4, 3, 2, 2),
         "multi_modal_projector.mm_input_projection_weight": torch.zeros(4, config.hidden_size),
@@ -174,22 +179,24 @@ def _layer(key: str) -> int:
     return int(parts[parts.index("layers") + 1]) if "layers" in parts else 1 << 30
 
 
-def _random_weights(config: GemmaConfig, seed: int) -> dict[str, torch.Tensor]:
-    """Module key -> bfloat16 value. Linears std gain/sqrt(fan_in); norm weights around 0 (the
-    model multiplies by 1 + w); embeddings std 1/sqrt(hidden) (the model scales them by sqrt(hidden))."""
+def _random_weights(config: GemmaConfig, seed: int, device: str = "cpu") -> dict[str, torch.Tensor]:
+    """Module key -> bfloat16 value on the CPU. Linears std gain/sqrt(fan_in); norm weights around 0
+    (the model multiplies by 1 + w); embeddings std 1/sqrt(hidden) (the model scales them by
+    sqrt(hidden)). Drawn on `device` (a GPU draws the 12B sizes in seconds; other values than the CPU's)."""
     with torch.device("meta"):
         model = GemmaSegment(config, 0, config.num_layers, torch.float32)
     out = {}
     for key, value in model.state_dict().items():
         digest = hashlib.sha256(f"tiny-gemma:{seed}:{key}".encode()).digest()
-        gen = torch.Generator().manual_seed(int.from_bytes(digest[:8], "little") & (2**63 - 1))
+        gen = torch.Generator(device).manual_seed(int.from_bytes(digest[:8], "little") & (2**63 - 1))
         if key.endswith("norm.weight"):
             std = NORM_WEIGHT_STD
         elif key == "embed_tokens.weight":
             std = 1.0 / math.sqrt(config.hidden_size)
         else:
             std = LINEAR_GAIN / math.sqrt(value.shape[1])
-        out[key] = (torch.randn(tuple(value.shape), generator=gen) * std).to(STORAGE_DTYPE)
+        drawn = torch.randn(tuple(value.shape), generator=gen, device=device) * std
+        out[key] = drawn.to(STORAGE_DTYPE).cpu()
     return out
 
 
