@@ -190,7 +190,9 @@ def write_real_ltx23_models(models: Path, device, num_layers: int | None = None,
             f"[e2e models] checkpoint {_gb(paths['checkpoint'])}, {time.monotonic() - t0:.0f} s", flush=True
         )
     if not paths["gemma"].exists():
-        gemma = make_tiny_gemma(models / "gemma-work", seed=seed, config=gemma_config, device=str(device))
+        gemma = make_tiny_gemma(
+            models / "gemma-work", seed=seed, config=gemma_config, device=str(device), vision_stand_ins=False
+        )
         gemma.replace(paths["gemma"])
         gemma.parent.rmdir()
         print(f"[e2e models] Gemma 3 {_gb(paths['gemma'])}, {time.monotonic() - t0:.0f} s", flush=True)

@@ -120,11 +120,13 @@ def make_tiny_gemma(
     layout: str = "comfyui",
     config: GemmaConfig | None = None,
     device: str = "cpu",
+    vision_stand_ins: bool = True,
 ) -> Path:
     """Write the tiny Gemma into `out_dir` (created if needed); returns the file ("comfyui") or the
     folder ("hf"). Same seed, same torch version: the same weights in both layouts. `config`: other
     sizes with the same tokenizer (benchmarks: GemmaConfig() is Gemma 3 12B, 24 GB in bf16), drawn on
-    `device`."""
+    `device`. `vision_stand_ins=False` leaves out the small vision entries (at 12B sizes ComfyUI builds
+    the real vision tower, whose shapes they would not fit)."""
     if layout not in ("comfyui", "hf"):
         raise ValueError(f"layout {layout!r} is not 'comfyui' or 'hf'")
     out_dir = Path(out_dir)
@@ -135,6 +137,8 @@ def make_tiny_gemma(
         "vision_model.embeddings.patch_embedding.weight": torch.zeros(4, 3, 2, 2),
         "multi_modal_projector.mm_input_projection_weight": torch.zeros(4, config.hidden_size),
     }
+    if not vision_stand_ins:
+        vision = {}
     if layout == "comfyui":
         path = out_dir / COMFYUI_FILE_NAME
         tensors = {f"model.{k}": v for k, v in weights.items()} | vision
