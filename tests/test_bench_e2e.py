@@ -51,6 +51,8 @@ def test_e2e_bench_at_tiny_size_times_every_stage_with_matching_latents(pytestco
         *JOBS,
     )
     report = json.loads(out.read_text())
+    table = _bench("--table", str(out)).stdout
+    assert all(f"| {name} | {side} |" in table for name in JOBS for side in ("native", "ours")), table
     assert set(report["jobs"]) == set(JOBS)
     for name, job in report["jobs"].items():
         for side in ("native", "ours"):
