@@ -81,6 +81,7 @@ def stage_tiny_models(models: Path, comfyui_root: Path) -> Path:
 # average rank of 111). Both only matter at load time or in the short upsampling step.
 UPSCALER_MID_CHANNELS, UPSCALER_BLOCKS = 1024, 4
 LORA_RANK = 111
+TEXT_LORA_RANK = 64  # gemma-3-12b-it-abliterated_lora_rank64
 
 
 def real_ltx23_config(num_layers: int | None = None) -> dict:
@@ -163,6 +164,7 @@ def write_real_ltx23_models(models: Path, device, num_layers: int | None = None,
         draw_state,
         load_comfy_modules,
         tiny_ltx23_upsampler_config,
+        write_gemma_lora,
     )
     from ltx2_mgpu.workers.embedded.tiny_variants import make_tiny_lora
     from ltx2_mgpu.workers.text.gemma3 import GemmaConfig, default_sliding_layers
@@ -180,6 +182,7 @@ def write_real_ltx23_models(models: Path, device, num_layers: int | None = None,
         "checkpoint": folders["checkpoints"] / checkpoint_23,
         "gemma": folders["text_encoders"] / released_23["text_encoders"],
         "lora": folders["loras"] / lora_23,
+        "text_lora": folders["loras"] / released_23["text_loras"],
         "upscaler": folders["latent_upscale_models"] / released_23["latent_upscale_models"],
     }
     # Each file is written to a temporary name and renamed: a run stopped midway resumes with the
@@ -201,6 +204,11 @@ def write_real_ltx23_models(models: Path, device, num_layers: int | None = None,
             paths["lora"].with_name(".lora.tmp"), paths["checkpoint"], rank=LORA_RANK, seed=seed
         )
         tmp.replace(paths["lora"])
+    if not paths["text_lora"].exists():
+        tmp = write_gemma_lora(
+            paths["gemma"], paths["text_lora"].with_name(".text_lora.tmp"), seed + 1, LORA_RANK
+        )
+        tmp.replace(paths["text_lora"])
     if not paths["upscaler"].exists():
         comfy = load_comfy_modules()
         upsampler_config = {**tiny_ltx23_upsampler_config(2.0), "mid_channels": UPSCALER_MID_CHANNELS,
@@ -226,6 +234,9 @@ def write_real_ltx23_models(models: Path, device, num_layers: int | None = None,
         gemma_name: f"Gemma 3 12B sizes ({gemma_config.num_layers} layers) in bf16, not the "
         "template's fp4 mixed format; make-tiny's character-level tokenizer (prompts pad to 1,024 tokens either way)",
         lora_23: f"random LoRA rank {LORA_RANK} on every block Linear (loaded once, not in the timed run)",
+        released_23[
+            "text_loras"
+        ]: f"random LoRA rank {TEXT_LORA_RANK} on every Gemma attention and MLP Linear",
         upscaler_name: f"x2 latent upsampler, assumed {UPSCALER_MID_CHANNELS} mid channels, "
         f"{UPSCALER_BLOCKS} blocks per stage",
         "not written": "LTX-2.5 files (Gemma 4 12B, the 2.5 VAEs' real configs): the 2.5 job runs at tiny size only",

@@ -261,18 +261,25 @@ def write_tiny_temporal_upsampler(path: Path | str, seed: int = 0) -> Path:
 
 def make_tiny_ltx23_loras(files: TinyLTX23Files, gemma: Path | str, seed: int = 0) -> tuple[Path, Path]:
     """Write the two LoRAs of the 2.3 templates: one on the transformer (as the distilled LoRA, every
-    attention and feed-forward linear of the blocks) and one on the text encoder (as the Gemma LoRA the
-    templates apply with LoraLoader: every attention and MLP linear of Gemma's layers, in ComfyUI's
-    generic `text_encoders.<clip key>` form). Returns (transformer LoRA, text encoder LoRA)."""
-    from safetensors.torch import save_file
-
-    from ..wire.model_files import read_safetensors_header
+    attention and feed-forward linear of the blocks) and one on the text encoder (write_gemma_lora).
+    Returns (transformer LoRA, text encoder LoRA)."""
     from .tiny_variants import make_tiny_lora
 
     folder = files.checkpoint.parent
     model_lora = make_tiny_lora(folder / LORA_FILE_NAME, files.checkpoint, seed=seed)
+    return model_lora, write_gemma_lora(gemma, folder / TEXT_LORA_FILE_NAME, seed + 1)
+
+
+def write_gemma_lora(gemma: Path | str, path: Path | str, seed: int = 1, rank: int = TEXT_LORA_RANK) -> Path:
+    """A LoRA on the Gemma 3 file `gemma`, as the 2.3 templates apply with LoraLoader: every attention
+    and MLP linear of Gemma's layers, in ComfyUI's generic `text_encoders.<clip key>` form, at any size
+    (shapes from the file's header), bf16."""
+    from safetensors.torch import save_file
+
+    from ..wire.model_files import read_safetensors_header
+
     shapes = read_safetensors_header(gemma).shapes
-    gen = torch.Generator().manual_seed(seed + 1)
+    gen = torch.Generator().manual_seed(seed)
     tensors: dict[str, torch.Tensor] = {}
     for key in sorted(shapes):
         if not (key.startswith("model.layers.") and key.endswith(_GEMMA_LORA_TARGETS)):
@@ -280,15 +287,11 @@ def make_tiny_ltx23_loras(files: TinyLTX23Files, gemma: Path | str, seed: int = 
         out_features, in_features = shapes[key]
         stem = GEMMA_LORA_PREFIX + key[: -len(".weight")]
         # B @ A about a third of the tiny Gemma's 1/sqrt(in) weights, as the transformer LoRA.
-        tensors[stem + ".lora_A.weight"] = (
-            torch.randn(TEXT_LORA_RANK, in_features, generator=gen) / in_features**0.5
-        )
-        tensors[stem + ".lora_B.weight"] = torch.randn(out_features, TEXT_LORA_RANK, generator=gen) / (
-            3 * TEXT_LORA_RANK**0.5
-        )
-    text_lora = folder / TEXT_LORA_FILE_NAME
-    save_file({k: v.to(torch.bfloat16).contiguous() for k, v in tensors.items()}, str(text_lora))
-    return model_lora, text_lora
+        tensors[stem + ".lora_A.weight"] = torch.randn(rank, in_features, generator=gen) / in_features**0.5
+        tensors[stem + ".lora_B.weight"] = torch.randn(out_features, rank, generator=gen) / (3 * rank**0.5)
+    path = Path(path)
+    save_file({k: v.to(torch.bfloat16).contiguous() for k, v in tensors.items()}, str(path))
+    return path
 
 
 def _checkpoint_modules(
