@@ -30,6 +30,7 @@ from .constants import (
     VIDEO_PIXELS_PER_CELL,
 )
 from .protocol import OutputSlot
+from .weight_placement import AUTO_RESIDENT, WEIGHTS_REPLICATED, check_weights
 
 R = TypeVar("R", bound="Request")
 # An output tensor: a protocol.OutputSlot where the node builds the request, the mapped tensor on a rank.
@@ -191,9 +192,20 @@ class LoadModel(Request):
     # Separate VAE files (LTX-2.5 ships them apart from its diffusion model); "" = the checkpoint's own.
     video_vae: str = ""
     audio_vae: str = ""
+    # Where the transformer's weights live (wire/weight_placement.py); resident_bytes caps what an
+    # offloaded rank keeps on its device (AUTO_RESIDENT: what the device may hold less reserve_bytes).
+    weights: str = WEIGHTS_REPLICATED
+    resident_bytes: int = AUTO_RESIDENT
+    reserve_bytes: int = 0
 
     def check(self) -> None:
         dtype, mode = checks.parse_dtype(self.dtype), checks.parse_mode(self.mode)
+        check_weights(self.weights, backend_is_comfy=self.backend == BACKEND_COMFY)
+        if self.resident_bytes < AUTO_RESIDENT or self.reserve_bytes < 0:
+            raise ValueError(
+                f"resident_bytes {self.resident_bytes} / reserve_bytes {self.reserve_bytes}: give sizes >= 0 "
+                f"(resident_bytes {AUTO_RESIDENT}: the rank decides)"
+            )
         if self.compile:
             checks.check_compilable(mode)
         if self.fp8_matmul:

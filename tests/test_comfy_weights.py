@@ -1,0 +1,179 @@
+"""The loader's `weights` option on the comfy backend: `offloaded` gives replicated's numbers (opt-in:
+COMFYUI_PATH).
+
+offloaded runs ComfyUI's own partial loading with a device budget (workers/engine/comfy/weights.py).
+On CPU ranks the host is the device, so the automatic budget is 0: every comfy.ops layer of the
+transformer keeps its weight where it loaded and casts it per call, LoRA patches applied at that cast,
+which is the path a GPU takes for the layers beyond its budget. Claims, tiny model, float32, CPU ranks:
+- the path really ran: the ranks report streamed layers after loading and after sampling (the
+  sampler's own load_models_gpu does not load them back), replicated reports none;
+- SP Sampler on 2 and 3 ranks, the TDP Upscaler's command on 2 and 3 ranks, and a LoRA set, its
+  strength changed and removed: offloaded = replicated within 1e-6 of the largest magnitude (same
+  arithmetic: expected bit for bit);
+- the ltx-core backend refuses it, naming the option.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+from comfyui_harness import comfyui_root
+from test_comfy_tdp import CASES as TDP_CASES
+from test_comfy_tdp import stage1_inputs, tdp_args
+from test_comfyui_native_parity import Case, comfy, errors, native_inputs, our_sample  # noqa: F401
+
+from conftest import assert_no_leaks, run_ranks
+from ltx2_mgpu.workers.group.manager import MGPUModel, get_manager
+from ltx2_mgpu.workers.wire.comfyui_root import check_comfyui_root
+from ltx2_mgpu.workers.wire.requests import LoadModel
+
+pytestmark = pytest.mark.comfyui
+
+RELATIVE_TOLERANCE = 1e-6
+CASE = Case("euler_ancestral", 3.0, 3.0, sigmas="manual")
+SIGMAS = "0.909375, 0.725, 0.421875, 0.0"
+# Every block Linear and the other comfy.ops layers of the tiny model stream on a CPU rank.
+MIN_STREAMED_LAYERS = 56
+
+
+@pytest.fixture(autouse=True)
+def short_sigmas(monkeypatch):
+    import test_comfyui_native_parity as native
+
+    monkeypatch.setattr(native, "MANUAL_SIGMAS", SIGMAS)
+
+
+@pytest.fixture(scope="module")
+def recipe(tiny) -> Iterator[MGPUModel]:
+    root = check_comfyui_root(comfyui_root())
+    yield MGPUModel.create(
+        tiny.checkpoint, devices="cpu:2", dtype="float32", backend="comfy",
+        comfyui_root=root.path, comfyui_version=root.version,
+    )  # fmt: skip
+    get_manager().unload()
+    assert_no_leaks()
+
+
+def sample(comfy, model: MGPUModel, monkeypatch, inputs) -> tuple[list[torch.Tensor], list[dict]]:  # noqa: F811
+    """our_sample through the SP Sampler node, with the ranks' replies."""
+    import ltx2_mgpu.nodes.sp_sampler as sp
+
+    replies: list[list[dict]] = []
+    run_job = sp.run_job
+    monkeypatch.setattr(sp, "run_job", lambda *a, **k: replies.append(run_job(*a, **k)) or replies[-1])
+    out = our_sample(comfy, model, CASE, *inputs)
+    monkeypatch.setattr(sp, "run_job", run_job)
+    return out, replies[-1]
+
+
+@pytest.mark.parametrize("ranks", [2, 3])
+def test_offloaded_sp_sampling_is_replicated(comfy, recipe, monkeypatch, ranks):  # noqa: F811
+    inputs = native_inputs(comfy, CASE)
+    results = {}
+    for weights in ("replicated", "offloaded"):
+        model = replace(recipe, devices=tuple(f"cpu:{i}" for i in range(ranks)), weights=weights)
+        t0 = time.perf_counter()
+        results[weights], replies = sample(comfy, model, monkeypatch, inputs)
+        streamed = [r["streamed_modules"] for r in replies]
+        print(
+            f"\n[weights] SP {ranks} ranks {weights}: {time.perf_counter() - t0:.1f} s, streamed layers {streamed}"
+        )
+        if weights == "replicated":
+            assert streamed == [0] * ranks
+        else:
+            assert all(n >= MIN_STREAMED_LAYERS for n in streamed), streamed
+    found = errors(results["offloaded"], results["replicated"])
+    print(f"[weights] SP {ranks} ranks offloaded vs replicated: rel {[f'{r:.2e}' for _, r in found]}")
+    assert len(found) == 2 and all(rel <= RELATIVE_TOLERANCE for _, rel in found), found
+
+
+def test_offloaded_lora_switching_is_replicated(comfy, recipe, lora_files, monkeypatch):  # noqa: F811
+    """A LoRA, its strength changed, then removed: each state samples as replicated does (the patches
+    apply as the layers are cast in), and the LoRA matters (far from the base)."""
+    inputs = native_inputs(comfy, CASE)
+    lora = str(lora_files["lora"])
+    sets = {"A 1.0": ((lora, 1.0),), "A 0.5": ((lora, 0.5),), "none": ()}
+    results: dict[str, dict[str, list[torch.Tensor]]] = {"replicated": {}, "offloaded": {}}
+    for weights in results:  # each weights option switches through the whole sequence in turn
+        for name, loras in sets.items():
+            model = replace(recipe, weights=weights, loras=loras)
+            results[weights][name], replies = sample(comfy, model, monkeypatch, inputs)
+            if weights == "offloaded":
+                assert all(r["streamed_modules"] >= MIN_STREAMED_LAYERS for r in replies)
+    for name in sets:
+        found = errors(results["offloaded"][name], results["replicated"][name])
+        print(
+            f"\n[weights] LoRA {name}, 2 ranks, offloaded vs replicated: rel {[f'{r:.2e}' for _, r in found]}"
+        )
+        assert all(rel <= RELATIVE_TOLERANCE for _, rel in found), (name, found)
+    assert max(r for _, r in errors(results["offloaded"]["A 1.0"], results["offloaded"]["none"])) > 1e-3
+
+
+def _tdp_both(rank: int, world_size: int, init_file: str, root: str, tiny_dir: str, out_dir: str) -> None:
+    """One rank: the tiny file loaded replicated, then offloaded (budget 0: every layer streamed), the
+    tdp_upscale command on 1x3 tiles each time; rank 0 saves both videos and the streamed counts."""
+    import torch.distributed as dist
+
+    from ltx2_mgpu.workers.embedded.tiny_model import CHECKPOINT_FILE_NAME, UPSCALER_FILE_NAME
+    from ltx2_mgpu.workers.engine.comfy.bootstrap import import_comfyui
+    from ltx2_mgpu.workers.engine.comfy.model import ComfyModel
+    from ltx2_mgpu.workers.engine.comfy.weights import residency
+    from ltx2_mgpu.workers.rank.ops_tdp import tdp_upscale
+    from ltx2_mgpu.workers.wire.comfyui_root import check_comfyui_root
+
+    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world_size)
+    device = torch.device("cpu")
+    import_comfyui(check_comfyui_root(root), device)
+    saved = {}
+    for weights, budget in (("replicated", None), ("offloaded", 0)):
+        model = ComfyModel.load(
+            Path(tiny_dir) / CHECKPOINT_FILE_NAME,
+            device,
+            torch.float32,
+            with_vae=False,
+            resident_bytes=budget,
+        )
+        job = SimpleNamespace(
+            rank=rank, world_size=world_size, runtime=SimpleNamespace(device=device, state={"model": model}),
+            progress=lambda step, total, **extra: None, check_cancel=lambda: None,
+        )  # fmt: skip
+        args = tdp_args(stage1_inputs(), TDP_CASES["tiles_1x3"], Path(tiny_dir) / UPSCALER_FILE_NAME)
+        tdp_upscale(job, args)
+        saved[weights] = {"video": args["out_video"], "streamed": residency(model.patcher).streamed_modules}
+    if rank == 0:
+        torch.save(saved, f"{out_dir}/tdp.pt")
+    dist.destroy_process_group()
+
+
+@pytest.mark.parametrize("ranks", [2, 3])
+def test_offloaded_tdp_is_replicated(tiny, tmp_path, ranks):
+    run_ranks(
+        _tdp_both,
+        ranks,
+        tmp_path,
+        str(comfyui_root()),
+        str(tiny.checkpoint.parent),
+        str(tmp_path),
+        timeout_s=900,
+    )
+    saved = torch.load(tmp_path / "tdp.pt")
+    a, b = saved["offloaded"]["video"], saved["replicated"]["video"]
+    rel = float((a - b).abs().max()) / float(b.abs().max())
+    print(f"\n[weights] TDP 1x3 tiles, {ranks} ranks, offloaded vs replicated: rel {rel:.2e}")
+    assert saved["replicated"]["streamed"] == 0 and saved["offloaded"]["streamed"] >= MIN_STREAMED_LAYERS
+    assert rel <= RELATIVE_TOLERANCE
+
+
+def test_the_ltxcore_backend_refuses_offloaded_weights(tiny):
+    with pytest.raises(
+        ValueError, match=r"weights offloaded runs on ComfyUI's model stack.*set weights to replicated"
+    ):
+        LoadModel(checkpoint=str(tiny.checkpoint), backend="ltxcore", weights="offloaded")
+    with pytest.raises(ValueError, match=r"weights 'pooled' is not one of replicated, offloaded, sharded"):
+        LoadModel(checkpoint=str(tiny.checkpoint), weights="pooled")

@@ -1,0 +1,113 @@
+"""Where a rank's transformer weights live on the comfy backend: the loader's `weights` option.
+
+- replicated: the whole model resident on the rank's device (ComfyUI's full load).
+- offloaded: ComfyUI's own partial loading (comfy.model_patcher.ModelPatcher.load with a memory
+  budget, what its lowvram mode does): the modules that fit `resident_bytes` stay on the device,
+  every other comfy.ops layer keeps its weight on the offload device and casts it to the device per
+  call (comfy_cast_weights), with LoRA patches applied at that cast (LowVramPatch). Same numbers as
+  the full load: the cast moves the stored weight and the patch is ComfyUI's own calculate_weight.
+
+NOTE [weight budget]: ComfyUI decides the budget by itself at every load_models_gpu from the free
+memory it sees (and never on a CPU device, or under force_full_load), so the sampler's own load would
+grow the resident part again, and a process capped by torch.cuda.set_per_process_memory_fraction is
+not seen as capped. The budget therefore rides on the shared BaseModel (every clone of one patcher,
+LoRA and SP clones included, shares it), and ModelPatcher.load is wrapped once per process to cap
+every load of such a model at it. Models without the attribute load as ComfyUI decides.
+
+Import only after bootstrap.import_comfyui.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from ...wire.weight_placement import WEIGHTS_OFFLOADED, WEIGHTS_REPLICATED
+
+# Attribute on the patcher's BaseModel (patcher.model): the bytes its weights may occupy on the device.
+BUDGET_ATTR = "ltx2_mgpu_resident_bytes"
+_wrapped = False
+
+
+@dataclass(frozen=True)
+class Residency:
+    """What a load left on the device: `resident_bytes` ComfyUI counts as loaded, `streamed_modules`
+    layers that cast their weights in per call (0 for a full load)."""
+
+    weights: str
+    resident_bytes: int
+    streamed_modules: int
+
+    def to_reply(self) -> dict:
+        return {
+            "weights": self.weights,
+            "resident_bytes": self.resident_bytes,
+            "streamed_modules": self.streamed_modules,
+        }
+
+
+def set_budget(patcher: Any, resident_bytes: int | None) -> None:
+    """Cap every later load of `patcher`'s model (and its clones') at `resident_bytes`; None: no cap."""
+    install_budget_hook()
+    if resident_bytes is None:
+        if hasattr(patcher.model, BUDGET_ATTR):
+            delattr(patcher.model, BUDGET_ATTR)
+        return
+    setattr(patcher.model, BUDGET_ATTR, max(0, int(resident_bytes)))
+
+
+def budget_of(patcher: Any) -> int | None:
+    return getattr(patcher.model, BUDGET_ATTR, None)
+
+
+def make_resident(patcher: Any) -> None:
+    """Load `patcher` on its device as its model's weights option says (full load without a budget).
+    Every load our engine makes goes through here (model load, LoRA switch, node patches)."""
+    import comfy.model_management as mm
+
+    mm.load_models_gpu([patcher], force_full_load=budget_of(patcher) is None)
+
+
+def residency(patcher: Any) -> Residency:
+    """What is on the device now for `patcher`'s model (ComfyUI's own accounting)."""
+    model = patcher.model
+    streamed = sum(1 for m in model.diffusion_model.modules() if hasattr(m, "prev_comfy_cast_weights"))
+    weights = WEIGHTS_REPLICATED if budget_of(patcher) is None else WEIGHTS_OFFLOADED
+    return Residency(weights, int(getattr(model, "model_loaded_weight_memory", 0)), streamed)
+
+
+def install_budget_hook() -> None:
+    """Wrap comfy.model_patcher.ModelPatcher.load once in this process (NOTE [weight budget])."""
+    global _wrapped
+    if _wrapped:
+        return
+    import comfy.model_patcher
+
+    original = comfy.model_patcher.ModelPatcher.load
+
+    def load(self, device_to=None, lowvram_model_memory=0, force_patch_weights=False, full_load=False):
+        budget = getattr(self.model, BUDGET_ATTR, None)
+        if budget is not None:
+            asked = lowvram_model_memory if lowvram_model_memory > 0 else float("inf")
+            # > 0: ComfyUI reads 0 as "no budget"; a tiny one streams every layer.
+            lowvram_model_memory = max(min(asked, budget), 0.1)
+            full_load = False
+        return original(self, device_to, lowvram_model_memory, force_patch_weights, full_load)
+
+    comfy.model_patcher.ModelPatcher.load = load
+    _wrapped = True
+
+
+def auto_resident_bytes(device: torch.device, reserve_bytes: int) -> int:
+    """The budget `offloaded` takes when none is given: on a GPU, what this process may still allocate
+    (its memory fraction of the device, less what it holds now) minus `reserve_bytes` for activations;
+    on a CPU rank 0 (the host is the device: every layer is cast per call, as on a GPU with no room)."""
+    if device.type != "cuda":
+        return 0
+    total = torch.cuda.get_device_properties(device).total_memory
+    fraction = torch.cuda.get_per_process_memory_fraction(device)
+    free, _ = torch.cuda.mem_get_info(device)
+    allowed = min(int(total * fraction) - torch.cuda.memory_reserved(device), free)
+    return max(0, allowed - reserve_bytes)
