@@ -1,4 +1,4 @@
-"""The loader's `weights` option on the comfy backend: `offloaded` gives replicated's numbers (opt-in:
+"""The loader's `weights` option on the comfy backend: offloaded and sharded give replicated's numbers (opt-in:
 COMFYUI_PATH).
 
 offloaded runs ComfyUI's own partial loading with a device budget (workers/engine/comfy/weights.py).
@@ -10,7 +10,10 @@ which is the path a GPU takes for the layers beyond its budget. Claims, tiny mod
 - SP Sampler on 2 and 3 ranks, the TDP Upscaler's command on 2 and 3 ranks, and a LoRA set, its
   strength changed and removed: offloaded = replicated within 1e-6 of the largest magnitude (same
   arithmetic: expected bit for bit);
-- the ltx-core backend refuses it, naming the option.
+- sharded (torch FSDP2 over the ranks' gloo group): each rank holds 1/N of the blocks, and SP sampling
+  and LoRA switching give replicated's numbers as above; the TDP Upscaler and quantized files are
+  refused with the option to set;
+- the ltx-core backend refuses non-replicated weights, naming the option.
 """
 
 from __future__ import annotations
@@ -73,10 +76,11 @@ def sample(comfy, model: MGPUModel, monkeypatch, inputs) -> tuple[list[torch.Ten
 
 
 @pytest.mark.parametrize("ranks", [2, 3])
-def test_offloaded_sp_sampling_is_replicated(comfy, recipe, monkeypatch, ranks):  # noqa: F811
+@pytest.mark.parametrize("option", ["offloaded", "sharded"])
+def test_sp_sampling_is_replicated(comfy, recipe, monkeypatch, ranks, option):  # noqa: F811
     inputs = native_inputs(comfy, CASE)
     results = {}
-    for weights in ("replicated", "offloaded"):
+    for weights in ("replicated", option):
         model = replace(recipe, devices=tuple(f"cpu:{i}" for i in range(ranks)), weights=weights)
         t0 = time.perf_counter()
         results[weights], replies = sample(comfy, model, monkeypatch, inputs)
@@ -86,33 +90,39 @@ def test_offloaded_sp_sampling_is_replicated(comfy, recipe, monkeypatch, ranks):
         )
         if weights == "replicated":
             assert streamed == [0] * ranks
+            whole = replies[0]["block_bytes"]
         else:
             assert all(n >= MIN_STREAMED_LAYERS for n in streamed), streamed
-    found = errors(results["offloaded"], results["replicated"])
-    print(f"[weights] SP {ranks} ranks offloaded vs replicated: rel {[f'{r:.2e}' for _, r in found]}")
+            held = [r["block_bytes"] for r in replies]
+            assert [r["weights"] for r in replies] == [option] * ranks
+            if option == "sharded":  # each rank holds its 1/N of every block, together the whole
+                assert sum(held) == whole and max(held) <= whole / ranks * 1.05, (held, whole)
+    found = errors(results[option], results["replicated"])
+    print(f"[weights] SP {ranks} ranks {option} vs replicated: rel {[f'{r:.2e}' for _, r in found]}")
     assert len(found) == 2 and all(rel <= RELATIVE_TOLERANCE for _, rel in found), found
 
 
-def test_offloaded_lora_switching_is_replicated(comfy, recipe, lora_files, monkeypatch):  # noqa: F811
+@pytest.mark.parametrize("option", ["offloaded", "sharded"])
+def test_lora_switching_is_replicated(comfy, recipe, lora_files, monkeypatch, option):  # noqa: F811
     """A LoRA, its strength changed, then removed: each state samples as replicated does (the patches
-    apply as the layers are cast in), and the LoRA matters (far from the base)."""
+    apply as the layers are cast in: to the gathered full weight when sharded), and the LoRA matters."""
     inputs = native_inputs(comfy, CASE)
     lora = str(lora_files["lora"])
     sets = {"A 1.0": ((lora, 1.0),), "A 0.5": ((lora, 0.5),), "none": ()}
-    results: dict[str, dict[str, list[torch.Tensor]]] = {"replicated": {}, "offloaded": {}}
+    results: dict[str, dict[str, list[torch.Tensor]]] = {"replicated": {}, option: {}}
     for weights in results:  # each weights option switches through the whole sequence in turn
         for name, loras in sets.items():
             model = replace(recipe, weights=weights, loras=loras)
             results[weights][name], replies = sample(comfy, model, monkeypatch, inputs)
-            if weights == "offloaded":
+            if weights == option:
                 assert all(r["streamed_modules"] >= MIN_STREAMED_LAYERS for r in replies)
     for name in sets:
-        found = errors(results["offloaded"][name], results["replicated"][name])
+        found = errors(results[option][name], results["replicated"][name])
         print(
-            f"\n[weights] LoRA {name}, 2 ranks, offloaded vs replicated: rel {[f'{r:.2e}' for _, r in found]}"
+            f"\n[weights] LoRA {name}, 2 ranks, {option} vs replicated: rel {[f'{r:.2e}' for _, r in found]}"
         )
         assert all(rel <= RELATIVE_TOLERANCE for _, rel in found), (name, found)
-    assert max(r for _, r in errors(results["offloaded"]["A 1.0"], results["offloaded"]["none"])) > 1e-3
+    assert max(r for _, r in errors(results[option]["A 1.0"], results[option]["none"])) > 1e-3
 
 
 def _tdp_both(rank: int, world_size: int, init_file: str, root: str, tiny_dir: str, out_dir: str) -> None:
@@ -123,7 +133,8 @@ def _tdp_both(rank: int, world_size: int, init_file: str, root: str, tiny_dir: s
     from ltx2_mgpu.workers.embedded.tiny_model import CHECKPOINT_FILE_NAME, UPSCALER_FILE_NAME
     from ltx2_mgpu.workers.engine.comfy.bootstrap import import_comfyui
     from ltx2_mgpu.workers.engine.comfy.model import ComfyModel
-    from ltx2_mgpu.workers.engine.comfy.weights import residency
+    from ltx2_mgpu.workers.engine.comfy.weights import residency, shard_blocks
+    from ltx2_mgpu.workers.rank.ops import InputRejected
     from ltx2_mgpu.workers.rank.ops_tdp import tdp_upscale
     from ltx2_mgpu.workers.wire.comfyui_root import check_comfyui_root
 
@@ -146,13 +157,24 @@ def _tdp_both(rank: int, world_size: int, init_file: str, root: str, tiny_dir: s
         args = tdp_args(stage1_inputs(), TDP_CASES["tiles_1x3"], Path(tiny_dir) / UPSCALER_FILE_NAME)
         tdp_upscale(job, args)
         saved[weights] = {"video": args["out_video"], "streamed": residency(model.patcher).streamed_modules}
+    model = ComfyModel.load(
+        Path(tiny_dir) / CHECKPOINT_FILE_NAME, device, torch.float32, with_vae=False, resident_bytes=0
+    )
+    shard_blocks(model.patcher, device, dist.group.WORLD)
+    job.runtime.state["model"] = model
+    try:
+        tdp_upscale(
+            job, tdp_args(stage1_inputs(), TDP_CASES["tiles_1x3"], Path(tiny_dir) / UPSCALER_FILE_NAME)
+        )
+    except InputRejected as exc:
+        saved["sharded_refusal"] = str(exc)
     if rank == 0:
         torch.save(saved, f"{out_dir}/tdp.pt")
     dist.destroy_process_group()
 
 
 @pytest.mark.parametrize("ranks", [2, 3])
-def test_offloaded_tdp_is_replicated(tiny, tmp_path, ranks):
+def test_offloaded_tdp_is_replicated_and_sharded_is_refused(tiny, tmp_path, ranks):
     run_ranks(
         _tdp_both,
         ranks,
@@ -168,6 +190,8 @@ def test_offloaded_tdp_is_replicated(tiny, tmp_path, ranks):
     print(f"\n[weights] TDP 1x3 tiles, {ranks} ranks, offloaded vs replicated: rel {rel:.2e}")
     assert saved["replicated"]["streamed"] == 0 and saved["offloaded"]["streamed"] >= MIN_STREAMED_LAYERS
     assert rel <= RELATIVE_TOLERANCE
+    # sharded: refused before any tile runs, naming the option to set
+    assert "set the loader's weights to offloaded" in saved["sharded_refusal"]
 
 
 def test_the_ltxcore_backend_refuses_offloaded_weights(tiny):
@@ -177,3 +201,54 @@ def test_the_ltxcore_backend_refuses_offloaded_weights(tiny):
         LoadModel(checkpoint=str(tiny.checkpoint), backend="ltxcore", weights="offloaded")
     with pytest.raises(ValueError, match=r"weights 'pooled' is not one of replicated, offloaded, sharded"):
         LoadModel(checkpoint=str(tiny.checkpoint), weights="pooled")
+
+
+def test_sharded_refuses_quantized_files(recipe, lora_files):
+    from ltx2_mgpu.workers.wire.errors import JobInputError
+
+    model = replace(recipe, checkpoint=str(lora_files["fp8"]), weights="sharded")
+    with pytest.raises(
+        JobInputError, match=r"weights sharded cannot shard quantized layers .* set weights to offloaded"
+    ):
+        get_manager().acquire(model)
+
+
+def _bench_weights(argv: list[str]) -> dict:
+    import importlib.util
+    import sys
+
+    bench = Path(__file__).resolve().parents[1] / "bench"
+    sys.path.insert(0, str(bench))
+    try:
+        spec = importlib.util.spec_from_file_location("bench_weights", bench / "bench_weights.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module.main(argv)
+    finally:
+        sys.path.remove(str(bench))
+
+
+def test_the_weights_bench_runs_tiny_on_cpu(tmp_path):
+    """bench/bench_weights.py end to end on two CPU workers: every option loads and steps, sharded
+    holds half the blocks per worker."""
+    report = _bench_weights(
+        ["--tiny", "--repeats", "1", "--comfyui", str(comfyui_root()), "--out", str(tmp_path / "w.json")]
+    )
+    loads = {option: result["load"] for option, result in report["options"].items()}
+    assert [r["weights"] for r in loads["sharded"]] == ["sharded", "sharded"]
+    assert sum(r["block_bytes"] for r in loads["sharded"]) == loads["replicated"][0]["block_bytes"]
+    assert all("ms" in row for result in report["options"].values() for row in result["sizes"].values())
+
+
+@pytest.mark.gpu
+def test_offloaded_22b_runs_under_a_24_gib_cap_on_one_gpu():
+    """LTX-2.3 22B bf16 with two workers on one GPU, each capped at 24 GiB: offloaded steps at 6,144 and
+    24,576 tokens, peak memory under the cap; replicated uncapped beside it (bench/results JSON)."""
+    out = Path(__file__).resolve().parents[1] / "bench" / "results" / "weights_22b_h200_shared.json"
+    report = _bench_weights(["--devices", "cuda:0,cuda:0", "--cap-gib", "24", "--options", "replicated", "offloaded", "sharded",
+                             "--comfyui", str(comfyui_root()), "--out", str(out)])  # fmt: skip
+    offloaded = report["options"]["offloaded"]
+    for tokens, row in offloaded["sizes"].items():
+        assert "ms" in row, (tokens, row)
+        assert max(row["peak_memory_gib_per_worker"]) <= 24.0, (tokens, row)
+    assert "skipped" in report["options"]["sharded"]  # two ranks on one GPU: NCCL cannot shard there

@@ -23,7 +23,7 @@ from ..wire.lora_files import LoraSpec, active_loras
 from ..wire.model_family import LTXCORE_FAMILIES
 from ..wire.model_files import describe_checkpoint
 from ..wire.requests import LoadModel, Request, SetLoras, uses_loras
-from ..wire.weight_placement import AUTO_RESIDENT, WEIGHTS_REPLICATED
+from ..wire.weight_placement import AUTO_RESIDENT, WEIGHTS_REPLICATED, check_sharded_devices
 from . import client, console
 from .launcher import Placement, parse_devices
 
@@ -255,6 +255,7 @@ def check_fits(model: MGPUModel) -> None:
     if not path.is_file():
         raise ValueError(f"checkpoint {path} does not exist; pick an existing file")
     description = describe_checkpoint(path)  # also refuses non-safetensors files without unpickling
+    check_sharded_devices(model.weights, model.devices)
     heads = min(description.video_num_heads, description.audio_num_heads)
     if model.world_size > heads:
         raise ValueError(

@@ -16,7 +16,7 @@ from ..wire.backend import BACKEND_COMFY
 from ..wire.checks import DTYPES
 from ..wire.comfyui_root import ComfyUIRoot, ComfyUIUnusable
 from ..wire.requests import LoadModel, Sample, TextConditioning
-from ..wire.weight_placement import AUTO_RESIDENT, WEIGHTS_REPLICATED
+from ..wire.weight_placement import AUTO_RESIDENT, WEIGHTS_REPLICATED, WEIGHTS_SHARDED
 from .ops import InputRejected
 from .preview import step_callbacks
 
@@ -37,7 +37,7 @@ def load_comfy(job, request: LoadModel, exchange) -> dict:
     vae_files = ComfyVaeFiles(
         _optional_path(request.video_vae, "video_vae"), _optional_path(request.audio_vae, "audio_vae")
     )
-    from ..engine.comfy.weights import residency
+    from ..engine.comfy.weights import check_shardable, residency, shard_blocks
 
     current = rt.state.get("model")
     placement = (request.weights, request.resident_bytes, request.reserve_bytes)
@@ -61,6 +61,9 @@ def load_comfy(job, request: LoadModel, exchange) -> dict:
             vae_files=vae_files,
             resident_bytes=resident_bytes(request, rt.device),
         )
+        if request.weights == WEIGHTS_SHARDED:
+            check_shardable(model.patcher)
+            shard_blocks(model.patcher, rt.device, dist.group.WORLD)
     except (ValueError, RuntimeError) as exc:
         raise InputRejected(f"ComfyUI could not load {path}: {exc}") from exc
     model.extras["exchange"] = exchange
@@ -81,6 +84,8 @@ def resident_bytes(request: LoadModel, device: torch.device) -> int | None:
 
     if request.weights == WEIGHTS_REPLICATED:
         return None
+    if request.weights == WEIGHTS_SHARDED:
+        return 0  # every layer casts per call: the blocks' shards are gathered, the rest stays on the host
     if request.resident_bytes != AUTO_RESIDENT:
         return request.resident_bytes
     return auto_resident_bytes(device, request.reserve_bytes)
@@ -178,8 +183,9 @@ def sample_comfy(job, request: Sample) -> dict:
         "guidance_groups": plan.groups,
         "parallel_steps": 0 if spread is None else spread.parallel_steps,
         "group_exchange": exchange.name if spread is None else spread.groups.exchange.name,
-        # Layers that cast their weights in per call during this run (weights offloaded; 0 replicated).
-        "streamed_modules": residency(model.patcher).streamed_modules,
+        # Where the weights were at the end of the run: streamed_modules are the layers cast in per call
+        # (offloaded, sharded; 0 replicated), block_bytes the blocks' share this rank holds.
+        **residency(model.patcher).to_reply(),
     }
 
 
@@ -188,8 +194,18 @@ def requested_groups(model, requested: int) -> int:
     weights: ComfyUI's quantized layers give other numbers for a batch than for its parts (LTX-2.5's int8
     convrot file, natively, cond and uncond batched or not: 4e-2 / 8e-2 of the largest value apart on
     the tiny model), so splitting the batch would leave native's result."""
+    from ..engine.comfy.weights import is_sharded
     from ..wire.requests import GUIDANCE_AUTO
 
+    if is_sharded(model):
+        # FSDP2 gathers every block over all ranks (NOTE [sharded]): groups running different passes
+        # could call the blocks a different number of times.
+        if requested not in (GUIDANCE_AUTO, 1):
+            raise InputRejected(
+                f"guidance_parallel {requested} cannot run with weights sharded (every GPU must run every "
+                "pass); set guidance_parallel to off or auto, or the loader's weights to offloaded"
+            )
+        return 1
     quantized = getattr(model.patcher.model.model_config, "quant_config", None) is not None
     return 1 if requested == GUIDANCE_AUTO and quantized else requested
 

@@ -668,9 +668,19 @@ class ComfyLoadRandomModel(Request):
     config: dict[str, Any] | None = None
     seed: int = 0
     weights: str = "bf16"
+    # The loader's weights option (wire/weight_placement.py) and a cap on what this process may allocate
+    # on its GPU (torch.cuda.set_per_process_memory_fraction; 0: none); reserve_bytes as LoadModel's.
+    placement: str = WEIGHTS_REPLICATED
+    memory_cap_bytes: int = 0
+    reserve_bytes: int = 0
 
     def check(self) -> None:
         checks.parse_dtype(self.dtype)
+        check_weights(self.placement, backend_is_comfy=True)
+        if self.placement != WEIGHTS_REPLICATED and self.weights != "bf16":
+            raise ValueError(
+                f"placement {self.placement} is benchmarked on bf16 random weights only; set weights to bf16"
+            )
         if self.weights not in BENCH_WEIGHT_FORMATS:
             raise ValueError(
                 f"comfy_load_random_model weights {self.weights!r} is not one of "
