@@ -151,8 +151,9 @@ class LTX2MGPULoader:
                         "tooltip": "Where each GPU keeps the diffusion model: replicated = a whole copy per GPU "
                         "(fastest); offloaded = each GPU keeps what fits and casts the other layers in from host "
                         "memory per step (for GPUs too small for a copy; slower; needs host memory for a copy per "
-                        "GPU); sharded = 1/N per GPU (not available yet). The console's pre-flight shows what "
-                        "fits. Same video either way.",
+                        "GPU); sharded = each GPU keeps 1/N of every block and gathers a block just before it runs "
+                        "(one GPU per worker, bf16 files, SP Sampler and this MODEL; not the TDP Upscaler). The "
+                        "console's pre-flight shows what fits. Same video either way.",
                     },
                 ),
             },

@@ -67,11 +67,15 @@ def test_each_option_per_gpu_and_the_recommendation():
     check_plan(roomy, sizes, "bfloat16")
 
 
-def test_sharded_is_never_recommended_while_not_served():
+def test_sharded_is_not_offered_on_workers_that_share_a_gpu():
     sizes = model_sizes(*header(), "bfloat16")
-    found = plan(sizes, ["cuda:0", "cuda:1"], [30 * GIB] * 2, "offloaded", TOKENS, "bfloat16")
-    assert found.fits("sharded") and found.recommended == "offloaded"
-    assert "sharded 28.8 GiB (not available yet)" in found.console_block()
+    own = plan(sizes, ["cuda:0", "cuda:1"], [30 * GIB] * 2, "sharded", TOKENS, "bfloat16")
+    assert own.fits("sharded") and "sharded" in own.available and own.recommended == "offloaded"
+    check_plan(own, sizes, "bfloat16")
+    assert "the TDP Upscaler needs offloaded" in own.console_block()
+    shared = plan(sizes, ["cuda:0", "cuda:0"], [30 * GIB] * 2, "offloaded", TOKENS, "bfloat16")
+    assert "sharded" not in shared.available
+    assert "sharded 28.8 GiB (not on shared GPUs)" in shared.console_block()
 
 
 def test_a_size_nothing_fits_names_the_largest_that_does():
@@ -135,11 +139,15 @@ def test_the_console_block_and_cpu_workers(caplog):
     assert found.summary() == "weights offloaded: 6.8 GiB per GPU; recommended replicated"
 
 
-def test_sharded_and_the_ltxcore_backend_are_refused_with_what_to_set():
-    from ltx2_mgpu.workers.wire.weight_placement import check_weights
+def test_sharded_on_a_shared_gpu_and_the_ltxcore_backend_are_refused_with_what_to_set():
+    from ltx2_mgpu.workers.wire.weight_placement import check_sharded_devices, check_weights
 
-    with pytest.raises(ValueError, match=r"weights sharded is not available yet .* set weights to offloaded"):
-        check_weights("sharded", backend_is_comfy=True)
+    with pytest.raises(
+        ValueError, match=r"weights sharded needs one GPU per worker.*Set weights to offloaded"
+    ):
+        check_sharded_devices("sharded", ("cuda:0", "cuda:0"))
+    check_sharded_devices("sharded", ("cuda:0", "cuda:1"))
+    check_sharded_devices("offloaded", ("cuda:0", "cuda:0"))
     with pytest.raises(
         ValueError, match=r"weights offloaded runs on ComfyUI's model stack .* set weights to replicated"
     ):

@@ -14,7 +14,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from .weight_placement import WEIGHT_PLACEMENTS, WEIGHTS_OFFLOADED, WEIGHTS_REPLICATED
+from .weight_placement import WEIGHT_PLACEMENTS, WEIGHTS_OFFLOADED, WEIGHTS_REPLICATED, WEIGHTS_SHARDED
 
 GIB = 2**30
 # Bytes per element of the safetensors dtypes an LTX file stores.
@@ -103,13 +103,17 @@ class PreFlight:
             lines.append(f"  {describe_need(need)}")
         per_option = ", ".join(
             f"{o} {gib(max(n.total_bytes for n in self.needs[o]))}"
-            + ("" if o in self.available else " (not available yet)")
+            + ("" if o in self.available else " (not on shared GPUs)")
             for o in WEIGHT_PLACEMENTS
         )
         lines.append(f"  per GPU: {per_option}; recommended: {self.recommended or 'none fits'}")
         if self.chosen == WEIGHTS_OFFLOADED:
             lines.append(
                 f"  host memory: {gib(self.host_bytes_per_worker)} per worker (the whole model, cast in per call)"
+            )
+        if self.chosen == WEIGHTS_SHARDED:
+            lines.append(
+                "  sharded serves the SP Sampler and the loader's MODEL; the TDP Upscaler needs offloaded"
             )
         return "\n".join(lines)
 
@@ -181,11 +185,13 @@ def plan(
     weight_dtype: str,
     *,
     text_encoder_bytes: Sequence[int] | None = None,
-    available: tuple[str, ...] = (WEIGHTS_REPLICATED, WEIGHTS_OFFLOADED),
 ) -> PreFlight:
-    """Every option's needs per GPU; `recommended` is the first served option that fits (replicated runs
-    fastest, then offloaded)."""
+    """Every option's needs per GPU; `recommended` is the first served option that fits, in the order
+    replicated (fastest), offloaded (serves every node), sharded (not on workers sharing a GPU)."""
     world = len(devices)
+    cuda = [d for d in devices if d.startswith("cuda")]
+    shared_gpu = len(set(cuda)) < len(cuda)
+    available = (WEIGHTS_REPLICATED, WEIGHTS_OFFLOADED) + (() if shared_gpu else (WEIGHTS_SHARDED,))
     text = list(text_encoder_bytes or [0] * world)
     activations = activation_bytes(sizes, max_video_tokens, world, weight_dtype)
     needs = {}
