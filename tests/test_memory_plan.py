@@ -153,3 +153,32 @@ def test_sharded_on_a_shared_gpu_and_the_ltxcore_backend_are_refused_with_what_t
     ):
         check_weights("offloaded", backend_is_comfy=False)
     check_weights("offloaded", backend_is_comfy=True)
+
+
+def test_the_loader_refuses_before_any_worker_starts(tiny, monkeypatch):
+    """The loader's pre-flight and option checks run before any worker: GPUs too small, and offloaded on
+    the ltx-core backend."""
+    import ltx2_mgpu.workers.group.preflight as pf
+    from conftest import worker_children
+    from ltx2_mgpu.nodes.loader import LTX2MGPULoader
+
+    monkeypatch.setattr(pf, "gpu_capacities", lambda devices: [GIB] * len(devices))  # 1 GiB "GPUs"
+    with pytest.raises(ValueError, match=r"No weights option fits these GPUs: even offloaded needs"):
+        LTX2MGPULoader().load(str(tiny.checkpoint), "cpu:2", "float32", weights="replicated")
+    monkeypatch.setenv("LTX2_MGPU_BACKEND", "ltxcore")
+    with pytest.raises(ValueError, match=r"weights offloaded runs on ComfyUI's model stack"):
+        LTX2MGPULoader().load(str(tiny.checkpoint), "cpu:2", "float32", weights="offloaded")
+    assert worker_children() == []
+
+
+def test_sharded_on_workers_sharing_a_gpu_is_refused_before_they_start(tiny):
+    from ltx2_mgpu.workers.group.manager import MGPUModel, check_fits
+
+    model = MGPUModel(
+        checkpoint=str(tiny.checkpoint), devices=("cuda:0", "cuda:0"), weights="sharded", backend="comfy",
+        comfyui_root="/any/ComfyUI",
+    )  # fmt: skip
+    with pytest.raises(
+        ValueError, match=r"weights sharded needs one GPU per worker, but the workers share GPUs"
+    ):
+        check_fits(model)
