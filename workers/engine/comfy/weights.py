@@ -121,7 +121,8 @@ def auto_resident_bytes(device: torch.device, reserve_bytes: int) -> int:
     if device.type != "cuda":
         return 0
     total = torch.cuda.get_device_properties(device).total_memory
-    fraction = torch.cuda.get_per_process_memory_fraction(device)
+    get_fraction = getattr(torch.cuda, "get_per_process_memory_fraction", None)  # torch >= 2.6
+    fraction = get_fraction(device) if get_fraction is not None else 1.0
     free, _ = torch.cuda.mem_get_info(device)
     allowed = min(int(total * fraction) - torch.cuda.memory_reserved(device), free)
     return max(0, allowed - reserve_bytes)
@@ -135,7 +136,10 @@ def shard_blocks(patcher: Any, device: torch.device, group: Any) -> int:
     """NOTE [sharded]: torch FSDP2 `fully_shard` on every transformer block over `group` (the ranks'
     default process group: gloo on CPU ranks, NCCL on GPUs): each rank keeps 1/N of every block
     parameter on `device`; a block's forward pre-hook all-gathers its weights, the post-hook frees
-    them (reshard_after_forward). Collective: every rank must run the same blocks in the same order,
+    them (reshard_after_forward). On GPUs FSDP2 gathers on its own stream, so while the CPU runs ahead
+    of the GPU a block's gather overlaps the previous block's compute; explicit prefetch
+    (set_modules_to_forward_prefetch) fails on CPU ranks (FSDP2 keeps no streams there) and is left
+    until it can be measured on two GPUs. Collective: every rank must run the same blocks in the same order,
     which SP sampling does and TDP's uneven tile counts do not (refused there).
 
     The patcher is loaded with a budget of 0 first (every comfy.ops layer casts per call), so a LoRA
