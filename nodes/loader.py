@@ -15,7 +15,12 @@ from ..workers.wire.constants import DEFAULT_MAX_VIDEO_TOKENS
 from ..workers.wire.file_pairing import check_comfy_readable, check_vae_is_not_a_checkpoint
 from ..workers.wire.ltx_files import check_vae_files, read_model_file_info
 from ..workers.wire.model_family import ModelFamily, check_ltxcore_serves, detect_model_family
-from ..workers.wire.weight_placement import WEIGHT_PLACEMENTS, WEIGHTS_REPLICATED, check_weights
+from ..workers.wire.weight_placement import (
+    WEIGHT_PLACEMENTS,
+    WEIGHTS_OFFLOADED,
+    WEIGHTS_REPLICATED,
+    check_weights,
+)
 from . import comfy, jobs
 from .mgpu_lora import NO_LORA, lora_entry, strength_input
 
@@ -232,7 +237,8 @@ class LTX2MGPULoader:
             family=found.family,
             guidance_groups=guidance_groups,
             weights=weights,
-            reserve_bytes=reserve_bytes,
+            # The room an offloaded GPU leaves for the step; replicated and sharded do not use it.
+            reserve_bytes=reserve_bytes if weights == WEIGHTS_OFFLOADED else 0,
         )
         # Also an output: what was found, with the separate VAE files (LTX-2.5).
         description = (

@@ -252,3 +252,22 @@ def test_offloaded_22b_runs_under_a_24_gib_cap_on_one_gpu():
         assert "ms" in row, (tokens, row)
         assert max(row["peak_memory_gib_per_worker"]) <= 24.0, (tokens, row)
     assert "skipped" in report["options"]["sharded"]  # two ranks on one GPU: NCCL cannot shard there
+
+
+def test_a_new_max_video_tokens_reloads_only_offloaded_weights(make_group, tiny):
+    """The loader's max_video_tokens sets the room an offloaded GPU keeps (reserve_bytes): a replicated
+    model stays loaded when it changes, an offloaded one is loaded again under its new budget; switching
+    the option reloads."""
+    group = make_group("cpu:1")
+
+    def load(weights: str, reserve_bytes: int) -> dict:
+        args = {"checkpoint": str(tiny.checkpoint), "dtype": "float32", "backend": "comfy",
+                "comfyui_root": str(comfyui_root()), "weights": weights, "reserve_bytes": reserve_bytes}  # fmt: skip
+        return group.run("load_model", args)[0]
+
+    assert load("replicated", 1 << 20)["reused"] is False
+    assert load("replicated", 2 << 20)["reused"] is True
+    assert load("offloaded", 2 << 20)["reused"] is False
+    assert load("offloaded", 2 << 20)["reused"] is True
+    assert load("offloaded", 3 << 20)["reused"] is False
+    assert load("replicated", 3 << 20)["reused"] is False

@@ -16,7 +16,7 @@ from ..wire.backend import BACKEND_COMFY
 from ..wire.checks import DTYPES
 from ..wire.comfyui_root import ComfyUIRoot, ComfyUIUnusable
 from ..wire.requests import LoadModel, Sample, TextConditioning
-from ..wire.weight_placement import AUTO_RESIDENT, WEIGHTS_REPLICATED, WEIGHTS_SHARDED
+from ..wire.weight_placement import AUTO_RESIDENT, WEIGHTS_OFFLOADED, WEIGHTS_REPLICATED, WEIGHTS_SHARDED
 from .ops import InputRejected
 from .preview import step_callbacks
 
@@ -40,7 +40,12 @@ def load_comfy(job, request: LoadModel, exchange) -> dict:
     from ..engine.comfy.weights import check_shardable, residency, shard_blocks
 
     current = rt.state.get("model")
-    placement = (request.weights, request.resident_bytes, request.reserve_bytes)
+    # What decides where the weights live: a replicated model does not depend on the budget's inputs
+    # (max_video_tokens changes reserve_bytes: no reload for that).
+    offloaded = request.weights == WEIGHTS_OFFLOADED
+    placement = (
+        (request.weights, request.resident_bytes, request.reserve_bytes) if offloaded else (request.weights,)
+    )
     if isinstance(current, ComfyModel) and (
         current.path,
         current.dtype,
