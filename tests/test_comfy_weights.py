@@ -271,3 +271,26 @@ def test_a_new_max_video_tokens_reloads_only_offloaded_weights(make_group, tiny)
     assert load("offloaded", 2 << 20)["reused"] is True
     assert load("offloaded", 3 << 20)["reused"] is False
     assert load("replicated", 3 << 20)["reused"] is False
+
+
+@pytest.mark.parametrize("option", ["offloaded", "sharded"])
+def test_the_loaders_model_output_is_replicated(comfy, tiny, option):  # noqa: F811
+    """Native sampling on the MGPU Loader's MODEL (every model call a job on 2 workers) under each
+    option gives replicated's result."""
+    from test_group_model import Graph, run_graph
+
+    from ltx2_mgpu.nodes.loader import LTX2MGPULoader
+
+    out = {}
+    try:
+        for weights in ("replicated", option):
+            mgpu, model, _info = LTX2MGPULoader().load(
+                tiny.checkpoint.name, "cpu:2", "float32", weights=weights
+            )
+            assert mgpu.weights == weights and model is not None
+            out[weights] = run_graph(comfy, model, Graph())
+    finally:
+        get_manager().unload()
+    found = errors(out[option], out["replicated"])
+    print(f"\n[weights] loader MODEL, 2 ranks, {option} vs replicated: rel {[f'{r:.2e}' for _, r in found]}")
+    assert len(found) == 2 and all(rel <= RELATIVE_TOLERANCE for _, rel in found), found
