@@ -11,8 +11,9 @@ memory capped by torch.cuda.set_per_process_memory_fraction, per option, against
 
 Reported per option and size: step times (ms, the first step not counted), the median against
 replicated's, peak GPU memory per worker (torch.cuda.max_memory_allocated), and what each worker keeps
-on its GPU after loading (resident bytes, streamed layers, block bytes). The random model is drawn on the
-CPU for the capped options, so the host needs the whole model per worker (2 x 44 GB for two workers).
+on its GPU after loading (resident bytes, streamed layers, block bytes). For the capped options the random
+model is drawn on the GPU, moved to host memory and only then capped, so the host needs the whole model
+per worker (2 x 44 GB for two workers) and the GPU briefly holds both workers' copies (88 GB).
 
 On one H200 (two workers sharing it; marked so in the JSON), each call well inside 10 minutes:
 

@@ -258,6 +258,7 @@ def test_a_new_max_video_tokens_reloads_only_offloaded_weights(make_group, tiny)
     """The loader's max_video_tokens sets the room an offloaded GPU keeps (reserve_bytes): a replicated
     model stays loaded when it changes, an offloaded one is loaded again under its new budget; switching
     the option reloads."""
+    get_manager().unload()  # the other tests' group: make_group checks that no worker is left at its end
     group = make_group("cpu:1")
 
     def load(weights: str, reserve_bytes: int) -> dict:
