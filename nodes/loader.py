@@ -7,13 +7,20 @@ from pathlib import Path
 from ..workers.group import console
 from ..workers.group.launcher import PACK_ROOT, parse_devices
 from ..workers.group.manager import MGPUModel
+from ..workers.group.preflight import preflight
 from ..workers.strategies.guidance_plan import plan_guidance
-from ..workers.wire.backend import BACKEND_LTXCORE, choose_backend
+from ..workers.wire.backend import BACKEND_COMFY, BACKEND_LTXCORE, choose_backend
 from ..workers.wire.checks import DTYPES, ForwardMode
 from ..workers.wire.constants import DEFAULT_MAX_VIDEO_TOKENS
 from ..workers.wire.file_pairing import check_comfy_readable, check_vae_is_not_a_checkpoint
 from ..workers.wire.ltx_files import check_vae_files, read_model_file_info
 from ..workers.wire.model_family import ModelFamily, check_ltxcore_serves, detect_model_family
+from ..workers.wire.weight_placement import (
+    WEIGHT_PLACEMENTS,
+    WEIGHTS_OFFLOADED,
+    WEIGHTS_REPLICATED,
+    check_weights,
+)
 from . import comfy, jobs
 from .mgpu_lora import NO_LORA, lora_entry, strength_input
 
@@ -142,6 +149,18 @@ class LTX2MGPULoader:
                         "(e.g. 4 GPUs: 2 groups x 2); auto = the plan printed on the console. Same video either way.",
                     },
                 ),
+                "weights": (
+                    list(WEIGHT_PLACEMENTS),
+                    {
+                        "default": WEIGHTS_REPLICATED,
+                        "tooltip": "Where each GPU keeps the diffusion model: replicated = a whole copy per GPU "
+                        "(fastest); offloaded = each GPU keeps what fits and casts the other layers in from host "
+                        "memory per step (for GPUs too small for a copy; slower; needs host memory for a copy per "
+                        "GPU); sharded = each GPU keeps 1/N of every block and gathers a block just before it runs "
+                        "(one GPU per worker, bf16 files, SP Sampler and this MODEL; not the TDP Upscaler). The "
+                        "console's pre-flight shows what fits. Same video either way.",
+                    },
+                ),
             },
             "hidden": {"unique_id": "UNIQUE_ID"},
         }
@@ -160,6 +179,7 @@ class LTX2MGPULoader:
         video_vae_name: str = FROM_CHECKPOINT,
         audio_vae_name: str = FROM_CHECKPOINT,
         guidance_parallel: str = "off",
+        weights: str = WEIGHTS_REPLICATED,
         unique_id=None,
     ):
         path = comfy.full_path(MODEL_FOLDERS, ckpt_name)
@@ -194,7 +214,12 @@ class LTX2MGPULoader:
                     "guidance_parallel runs on ComfyUI's model stack in the workers (mode comfyui, compile_blocks "
                     "and fp8_matmul off); set guidance_parallel to auto or off for this model"
                 )
-        report_family(path.name, found, backend.backend, unique_id)
+        check_weights(weights, backend_is_comfy=backend.backend == BACKEND_COMFY)
+        # Before any worker loads a weight: per GPU what the option needs, refused when it does not fit.
+        plan, reserve_bytes = preflight(
+            header.shapes, header.dtypes, placement.devices, weights, max_video_tokens, weight_dtype
+        )
+        report_family(path.name, found, backend.backend, unique_id, plan.summary())
         model = MGPUModel(
             checkpoint=str(path),
             dtype=weight_dtype,
@@ -211,12 +236,19 @@ class LTX2MGPULoader:
             audio_vae=audio_vae,
             family=found.family,
             guidance_groups=guidance_groups,
+            weights=weights,
+            # The room an offloaded GPU leaves for the step; replicated and sharded do not use it.
+            reserve_bytes=reserve_bytes if weights == WEIGHTS_OFFLOADED else 0,
         )
         # Also an output: what was found, with the separate VAE files (LTX-2.5).
-        description = f"{path.name}: {found.describe()}" + "".join(
-            f"; {kind} VAE {Path(file).name}"
-            for kind, file in (("video", video_vae), ("audio", audio_vae))
-            if file
+        description = (
+            f"{path.name}: {found.describe()}"
+            + "".join(
+                f"; {kind} VAE {Path(file).name}"
+                for kind, file in (("video", video_vae), ("audio", audio_vae))
+                if file
+            )
+            + f"; {plan.summary()}"
         )
         jobs.load(model, node_id=unique_id)
         return (model, model_output(model), description)
@@ -246,11 +278,12 @@ def model_output(model: MGPUModel):
         return None
 
 
-def report_family(file_name: str, found: ModelFamily, backend: str, node_id) -> None:
-    """What the loader found, on the console and under the node in ComfyUI's graph."""
+def report_family(file_name: str, found: ModelFamily, backend: str, node_id, memory: str = "") -> None:
+    """What the loader found, on the console and under the node in ComfyUI's graph (with the
+    pre-flight's memory line under the node: the console has the whole block)."""
     line = f"{file_name}: {found.describe()} (backend {backend})"
     console.info(line)
-    comfy.show_node_text(line, node_id)
+    comfy.show_node_text(f"{line}\n{memory}" if memory else line, node_id)
 
 
 NODE_CLASSES = {"LTX2MGPULoader": (LTX2MGPULoader, "MGPU Loader")}

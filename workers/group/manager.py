@@ -23,6 +23,7 @@ from ..wire.lora_files import LoraSpec, active_loras
 from ..wire.model_family import LTXCORE_FAMILIES
 from ..wire.model_files import describe_checkpoint
 from ..wire.requests import LoadModel, Request, SetLoras, uses_loras
+from ..wire.weight_placement import AUTO_RESIDENT, WEIGHTS_REPLICATED, check_sharded_devices
 from . import client, console
 from .launcher import Placement, parse_devices
 
@@ -49,6 +50,11 @@ class MGPUModel:
     # Guidance groups for a step's passes (workers/strategies/guidance_plan.py): 1 = none (the default
     # until measured on several GPUs), 0 = planned, n = n groups.
     guidance_groups: int = 1
+    # Where the transformer's weights live (wire/weight_placement.py): replicated, offloaded, sharded;
+    # resident_bytes / reserve_bytes as LoadModel's (the loader's pre-flight sets reserve_bytes).
+    weights: str = WEIGHTS_REPLICATED
+    resident_bytes: int = AUTO_RESIDENT
+    reserve_bytes: int = 0
 
     @property
     def placement(self) -> Placement:
@@ -218,6 +224,8 @@ def _describe(model: MGPUModel) -> str:
         options.append("fp8_matmul")
     if model.compile_blocks:
         options.append("compile_blocks")
+    if model.weights != WEIGHTS_REPLICATED:
+        options.append(f"weights {model.weights}")
     return f"{Path(model.checkpoint).name} ({', '.join(options)})"
 
 
@@ -234,6 +242,9 @@ def load_request(model: MGPUModel) -> LoadModel:
         comfyui_version=model.comfyui_version,
         video_vae=model.video_vae,
         audio_vae=model.audio_vae,
+        weights=model.weights,
+        resident_bytes=model.resident_bytes,
+        reserve_bytes=model.reserve_bytes,
     )
 
 
@@ -244,6 +255,7 @@ def check_fits(model: MGPUModel) -> None:
     if not path.is_file():
         raise ValueError(f"checkpoint {path} does not exist; pick an existing file")
     description = describe_checkpoint(path)  # also refuses non-safetensors files without unpickling
+    check_sharded_devices(model.weights, model.devices)
     heads = min(description.video_num_heads, description.audio_num_heads)
     if model.world_size > heads:
         raise ValueError(

@@ -16,6 +16,7 @@ from ..wire.backend import BACKEND_COMFY
 from ..wire.checks import DTYPES
 from ..wire.comfyui_root import ComfyUIRoot, ComfyUIUnusable
 from ..wire.requests import LoadModel, Sample, TextConditioning
+from ..wire.weight_placement import AUTO_RESIDENT, WEIGHTS_OFFLOADED, WEIGHTS_REPLICATED, WEIGHTS_SHARDED
 from .ops import InputRejected
 from .preview import step_callbacks
 
@@ -36,29 +37,63 @@ def load_comfy(job, request: LoadModel, exchange) -> dict:
     vae_files = ComfyVaeFiles(
         _optional_path(request.video_vae, "video_vae"), _optional_path(request.audio_vae, "audio_vae")
     )
+    from ..engine.comfy.weights import check_shardable, residency, shard_blocks
+
     current = rt.state.get("model")
-    if isinstance(current, ComfyModel) and (current.path, current.dtype, current.vae_files) == (
-        path,
-        dtype,
-        vae_files,
-    ):
-        return {"reused": True, "backend": BACKEND_COMFY}
+    # What decides where the weights live: a replicated model does not depend on the budget's inputs
+    # (max_video_tokens changes reserve_bytes: no reload for that).
+    offloaded = request.weights == WEIGHTS_OFFLOADED
+    placement = (
+        (request.weights, request.resident_bytes, request.reserve_bytes) if offloaded else (request.weights,)
+    )
+    if isinstance(current, ComfyModel) and (
+        current.path,
+        current.dtype,
+        current.vae_files,
+        current.extras.get("placement"),
+    ) == (path, dtype, vae_files, placement):
+        return {"reused": True, "backend": BACKEND_COMFY, **residency(current.patcher).to_reply()}
     rt.state.pop("model", None)
     job.progress(0, 1)
     try:
         # No VAE here: the first vae_decode / vae_encode loads it (ComfyModel.checkpoint_vae), so a
         # workflow that only samples does not pay for it.
-        model = ComfyModel.load(path, rt.device, dtype, with_vae=False, vae_files=vae_files)
+        model = ComfyModel.load(
+            path,
+            rt.device,
+            dtype,
+            with_vae=False,
+            vae_files=vae_files,
+            resident_bytes=resident_bytes(request, rt.device),
+        )
+        if request.weights == WEIGHTS_SHARDED:
+            check_shardable(model.patcher)
+            shard_blocks(model.patcher, rt.device, dist.group.WORLD)
     except (ValueError, RuntimeError) as exc:
         raise InputRejected(f"ComfyUI could not load {path}: {exc}") from exc
     model.extras["exchange"] = exchange
+    model.extras["placement"] = placement
     rt.state["model"] = model
     job.progress(1, 1)
     return {
         "reused": False,
         "backend": BACKEND_COMFY,
         "num_layers": len(model.diffusion_model.transformer_blocks),
+        **residency(model.patcher).to_reply(),
     }
+
+
+def resident_bytes(request: LoadModel, device: torch.device) -> int | None:
+    """The device budget of the request's weights option: None for replicated (everything resident)."""
+    from ..engine.comfy.weights import auto_resident_bytes
+
+    if request.weights == WEIGHTS_REPLICATED:
+        return None
+    if request.weights == WEIGHTS_SHARDED:
+        return 0  # every layer casts per call: the blocks' shards are gathered, the rest stays on the host
+    if request.resident_bytes != AUTO_RESIDENT:
+        return request.resident_bytes
+    return auto_resident_bytes(device, request.reserve_bytes)
 
 
 def _optional_path(value: str, key: str) -> Path | None:
@@ -78,6 +113,7 @@ def sample_comfy(job, request: Sample) -> dict:
     from ..engine.comfy.guidance import build_guider, passes_per_step
     from ..engine.comfy.node_patches import make_live
     from ..engine.comfy.sequence_parallel import SequenceParallel
+    from ..engine.comfy.weights import residency
     from ..strategies.guidance_plan import plan_guidance
     from .ops_comfy_model_call import live_patcher
     from .ops_sampling import check_split
@@ -152,6 +188,9 @@ def sample_comfy(job, request: Sample) -> dict:
         "guidance_groups": plan.groups,
         "parallel_steps": 0 if spread is None else spread.parallel_steps,
         "group_exchange": exchange.name if spread is None else spread.groups.exchange.name,
+        # Where the weights were at the end of the run: streamed_modules are the layers cast in per call
+        # (offloaded, sharded; 0 replicated), block_bytes the blocks' share this rank holds.
+        **residency(model.patcher).to_reply(),
     }
 
 
@@ -160,8 +199,18 @@ def requested_groups(model, requested: int) -> int:
     weights: ComfyUI's quantized layers give other numbers for a batch than for its parts (LTX-2.5's int8
     convrot file, natively, cond and uncond batched or not: 4e-2 / 8e-2 of the largest value apart on
     the tiny model), so splitting the batch would leave native's result."""
+    from ..engine.comfy.weights import is_sharded
     from ..wire.requests import GUIDANCE_AUTO
 
+    if is_sharded(model):
+        # FSDP2 gathers every block over all ranks (NOTE [sharded]): groups running different passes
+        # could call the blocks a different number of times.
+        if requested not in (GUIDANCE_AUTO, 1):
+            raise InputRejected(
+                f"guidance_parallel {requested} cannot run with weights sharded (every GPU must run every "
+                "pass); set guidance_parallel to off or auto, or the loader's weights to offloaded"
+            )
+        return 1
     quantized = getattr(model.patcher.model.model_config, "quant_config", None) is not None
     return 1 if requested == GUIDANCE_AUTO and quantized else requested
 

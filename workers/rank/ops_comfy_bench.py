@@ -18,9 +18,11 @@ import torch
 
 from ..engine.comfy.model import ComfyModel
 from ..engine.comfy.random_model import comfy_random_model, context_width
+from ..engine.comfy.weights import residency
 from ..wire.checks import DTYPES
 from ..wire.comfyui_root import ComfyUIRoot
 from ..wire.requests import ComfyBenchStep, ComfyLoadRandomModel
+from ..wire.weight_placement import WEIGHTS_REPLICATED, WEIGHTS_SHARDED
 from .ops import InputRejected, op
 from .ops_bench import LTX2_19B_TRANSFORMER
 from .ops_model import _exchange
@@ -88,7 +90,11 @@ def comfy_load_random_model(job, request: ComfyLoadRandomModel) -> dict:
     rt.state.pop("model", None)
     if rt.device.type == "cuda":
         torch.cuda.empty_cache()
-    patcher = comfy_random_model(config, rt.device, dtype, request.seed, request.weights)
+    if request.placement == WEIGHTS_REPLICATED:
+        cap_gpu_memory(rt.device, request.memory_cap_bytes)
+        patcher = comfy_random_model(config, rt.device, dtype, request.seed, request.weights)
+    else:
+        patcher = host_random_model(job, config, dtype, request)
     model = ComfyModel(path=Path("<random>"), dtype=dtype, patcher=patcher)
     model.extras.update(exchange=_exchange(job), config=config)
     rt.state["model"] = model
@@ -98,7 +104,42 @@ def comfy_load_random_model(job, request: ComfyLoadRandomModel) -> dict:
         "parameters": params,
         "exchange": model.extras["exchange"].name,
         "weights_bytes": int(weights_bytes),
+        **residency(patcher).to_reply(),
     }
+
+
+def host_random_model(job, config: dict, dtype: torch.dtype, request: ComfyLoadRandomModel) -> Any:
+    """The random model held in host memory and made resident as the loader's placement makes a file's
+    (offloaded: ComfyUI's partial load under the device's budget; sharded: FSDP2 over the blocks). Drawn
+    on the rank's device and moved to the host before the cap, so the capped GPU then holds only what the
+    option keeps there."""
+    import comfy.model_patcher
+    import torch.distributed as dist
+
+    from ..engine.comfy.random_model import random_bf16_model
+    from ..engine.comfy.weights import auto_resident_bytes, make_resident, set_budget, shard_blocks
+
+    rt = job.runtime
+    host = torch.device("cpu")
+    # Drawn on the GPU when there is one (seconds, against minutes for 22B on the CPU), before the cap.
+    model = random_bf16_model(config, rt.device, dtype, request.seed).to(host)
+    if rt.device.type == "cuda":
+        torch.cuda.empty_cache()
+    cap_gpu_memory(rt.device, request.memory_cap_bytes)
+    patcher = comfy.model_patcher.ModelPatcher(model, load_device=rt.device, offload_device=host)
+    sharded = request.placement == WEIGHTS_SHARDED
+    set_budget(patcher, 0 if sharded else auto_resident_bytes(rt.device, request.reserve_bytes))
+    make_resident(patcher)
+    if sharded:
+        shard_blocks(patcher, rt.device, dist.group.WORLD)
+    return patcher
+
+
+def cap_gpu_memory(device: torch.device, cap_bytes: int) -> None:
+    """What a smaller GPU would give this worker (bench/bench_weights.py): 0 leaves it uncapped."""
+    if device.type == "cuda" and cap_bytes > 0:
+        total = torch.cuda.get_device_properties(device).total_memory
+        torch.cuda.set_per_process_memory_fraction(min(1.0, cap_bytes / total), device)
 
 
 @op(ComfyBenchStep)

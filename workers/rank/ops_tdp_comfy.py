@@ -30,8 +30,15 @@ def tdp_upscale_comfy(job, model: ComfyModel, request: TdpUpscale) -> dict:
     from ..engine.comfy.latent_upsample import cached_latent_upsampler, upsample_video, video_statistics
     from ..engine.comfy.tdp import denoise_tiled, held_audio_latent
     from ..engine.comfy.tiled_cond_batch import check_conditioning
+    from ..engine.comfy.weights import is_sharded
 
     rt = job.runtime
+    if is_sharded(model):
+        # FSDP2 gathers every block over all ranks (NOTE [sharded]); tiles are dealt unevenly.
+        raise InputRejected(
+            "the TDP Upscaler deals its tiles unevenly over the GPUs, which weights sharded cannot follow (every "
+            "GPU must run every block together); set the loader's weights to offloaded for this workflow"
+        )
     try:
         grid, up_shape, region = ops_tdp.validate(request)
         if region is not None:

@@ -30,6 +30,7 @@ from .constants import (
     VIDEO_PIXELS_PER_CELL,
 )
 from .protocol import OutputSlot
+from .weight_placement import AUTO_RESIDENT, WEIGHTS_REPLICATED, check_weights
 
 R = TypeVar("R", bound="Request")
 # An output tensor: a protocol.OutputSlot where the node builds the request, the mapped tensor on a rank.
@@ -191,9 +192,20 @@ class LoadModel(Request):
     # Separate VAE files (LTX-2.5 ships them apart from its diffusion model); "" = the checkpoint's own.
     video_vae: str = ""
     audio_vae: str = ""
+    # Where the transformer's weights live (wire/weight_placement.py); resident_bytes caps what an
+    # offloaded rank keeps on its device (AUTO_RESIDENT: what the device may hold less reserve_bytes).
+    weights: str = WEIGHTS_REPLICATED
+    resident_bytes: int = AUTO_RESIDENT
+    reserve_bytes: int = 0
 
     def check(self) -> None:
         dtype, mode = checks.parse_dtype(self.dtype), checks.parse_mode(self.mode)
+        check_weights(self.weights, backend_is_comfy=self.backend == BACKEND_COMFY)
+        if self.resident_bytes < AUTO_RESIDENT or self.reserve_bytes < 0:
+            raise ValueError(
+                f"resident_bytes {self.resident_bytes} / reserve_bytes {self.reserve_bytes}: give sizes >= 0 "
+                f"(resident_bytes {AUTO_RESIDENT}: the rank decides)"
+            )
         if self.compile:
             checks.check_compilable(mode)
         if self.fp8_matmul:
@@ -656,9 +668,19 @@ class ComfyLoadRandomModel(Request):
     config: dict[str, Any] | None = None
     seed: int = 0
     weights: str = "bf16"
+    # The loader's weights option (wire/weight_placement.py) and a cap on what this process may allocate
+    # on its GPU (torch.cuda.set_per_process_memory_fraction; 0: none); reserve_bytes as LoadModel's.
+    placement: str = WEIGHTS_REPLICATED
+    memory_cap_bytes: int = 0
+    reserve_bytes: int = 0
 
     def check(self) -> None:
         checks.parse_dtype(self.dtype)
+        check_weights(self.placement, backend_is_comfy=True)
+        if self.placement != WEIGHTS_REPLICATED and self.weights != "bf16":
+            raise ValueError(
+                f"placement {self.placement} is benchmarked on bf16 random weights only; set weights to bf16"
+            )
         if self.weights not in BENCH_WEIGHT_FORMATS:
             raise ValueError(
                 f"comfy_load_random_model weights {self.weights!r} is not one of "

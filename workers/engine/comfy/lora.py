@@ -87,11 +87,11 @@ def plan_loras(model: ComfyModel, loras: Iterable[tuple[str, float]]) -> LoraPla
 def apply_loras(model: ComfyModel, plan: LoraPlan) -> SwitchReport:
     """Make `plan`'s patcher live on the rank's device and `model.patcher`. An error here leaves the
     weights unknown: the caller drops the model."""
-    import comfy.model_management as mm
+    from .weights import make_resident
 
     start = time.perf_counter()
     restored = len(model.patcher.patches)
-    mm.load_models_gpu([plan.patcher], force_full_load=True)
+    make_resident(plan.patcher)  # offloaded weights: the patches apply as the layers are cast in
     model.patcher, model.loras = plan.patcher, plan.key
     fused_bytes = sum(_numel_bytes(plan.patcher, name) for name in plan.patcher.patches)
     return SwitchReport(True, restored, plan.patched, fused_bytes, time.perf_counter() - start, plan.unused)

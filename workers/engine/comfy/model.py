@@ -55,11 +55,15 @@ class ComfyModel:
         *,
         with_vae: bool = True,
         vae_files: ComfyVaeFiles | None = None,
+        resident_bytes: int | None = None,
     ) -> ComfyModel:
         """Load `path` as ComfyUI would and put its weights on `device` (the rank's own): a file with
-        a VAE as CheckpointLoaderSimple does, a diffusion model alone as UNETLoader does."""
-        import comfy.model_management as mm
+        a VAE as CheckpointLoaderSimple does, a diffusion model alone as UNETLoader does.
+        `resident_bytes`: None keeps the whole model on `device` (weights replicated); a size keeps
+        at most that much there and casts the rest in per call (weights offloaded, weights.py)."""
         import comfy.sd
+
+        from .weights import make_resident, set_budget
 
         vae_files = vae_files or ComfyVaeFiles()
         model_options: dict[str, Any] = {"load_device": device}
@@ -71,7 +75,8 @@ class ComfyModel:
             patcher = comfy.sd.load_diffusion_model(
                 str(path), model_options=model_options, disable_dynamic=True
             )
-            mm.load_models_gpu([patcher], force_full_load=True)
+            set_budget(patcher, resident_bytes)
+            make_resident(patcher)
             return ComfyModel(path=path, dtype=dtype, patcher=patcher, vae_files=vae_files)
         patcher, _clip, vae, _ = comfy.sd.load_checkpoint_guess_config(
             str(path),
@@ -82,7 +87,8 @@ class ComfyModel:
         )
         if patcher is None:
             raise ValueError(f"{path} holds no diffusion model that ComfyUI recognises")
-        mm.load_models_gpu([patcher], force_full_load=True)
+        set_budget(patcher, resident_bytes)
+        make_resident(patcher)
         # A diffusion-model-only file comes back with an empty VAE object: keep None (checkpoint_vae says why).
         has_vae = with_vae and vae is not None and vae.first_stage_model is not None
         vae = vae if has_vae and vae_files.video is None else None

@@ -91,7 +91,7 @@ def patched_patcher(model: ComfyModel, token: str, patches: dict[str, list[tuple
 def make_live(patcher: Any) -> None:
     """Make `patcher`'s patch set the one in the shared weights: ComfyUI restores the previous set's
     weights from its backup and patches this one (comfy.model_patcher load / partially_load)."""
-    import comfy.model_management as mm
+    from .weights import make_resident
 
     if patcher.model.current_weight_patches_uuid != patcher.patches_uuid:
-        mm.load_models_gpu([patcher], force_full_load=True)
+        make_resident(patcher)

@@ -171,6 +171,13 @@ def convrot_group_size(in_features: list[int]) -> int:
     return group
 
 
+def random_bf16_model(config: dict, device: torch.device, dtype: torch.dtype, seed: int) -> Any:
+    """ComfyUI's LTXAV BaseModel of `config` on `device`, random weights in `dtype` (no patcher)."""
+    model = _random_bf16(config, device, dtype, seed)
+    model.eval()
+    return model
+
+
 def _random_bf16(config: dict, device: torch.device, dtype: torch.dtype, seed: int) -> Any:
     import comfy.supported_models
 

@@ -1,0 +1,297 @@
+"""The loader's `weights` option on the comfy backend: offloaded and sharded give replicated's numbers (opt-in:
+COMFYUI_PATH).
+
+offloaded runs ComfyUI's own partial loading with a device budget (workers/engine/comfy/weights.py).
+On CPU ranks the host is the device, so the automatic budget is 0: every comfy.ops layer of the
+transformer keeps its weight where it loaded and casts it per call, LoRA patches applied at that cast,
+which is the path a GPU takes for the layers beyond its budget. Claims, tiny model, float32, CPU ranks:
+- the path really ran: the ranks report streamed layers after loading and after sampling (the
+  sampler's own load_models_gpu does not load them back), replicated reports none;
+- SP Sampler on 2 and 3 ranks, the TDP Upscaler's command on 2 and 3 ranks, and a LoRA set, its
+  strength changed and removed: offloaded = replicated within 1e-6 of the largest magnitude (same
+  arithmetic: expected bit for bit);
+- sharded (torch FSDP2 over the ranks' gloo group): each rank holds 1/N of the blocks, and SP sampling
+  and LoRA switching give replicated's numbers as above; the TDP Upscaler and quantized files are
+  refused with the option to set;
+- the ltx-core backend refuses non-replicated weights, naming the option.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+from comfyui_harness import comfyui_root
+from test_comfy_tdp import CASES as TDP_CASES
+from test_comfy_tdp import stage1_inputs, tdp_args
+from test_comfyui_native_parity import Case, comfy, errors, native_inputs, our_sample  # noqa: F401
+
+from conftest import assert_no_leaks, run_ranks
+from ltx2_mgpu.workers.group.manager import MGPUModel, get_manager
+from ltx2_mgpu.workers.wire.comfyui_root import check_comfyui_root
+from ltx2_mgpu.workers.wire.requests import LoadModel
+
+pytestmark = pytest.mark.comfyui
+
+RELATIVE_TOLERANCE = 1e-6
+CASE = Case("euler_ancestral", 3.0, 3.0, sigmas="manual")
+SIGMAS = "0.909375, 0.725, 0.421875, 0.0"
+# Every block Linear and the other comfy.ops layers of the tiny model stream on a CPU rank.
+MIN_STREAMED_LAYERS = 56
+
+
+@pytest.fixture(autouse=True)
+def short_sigmas(monkeypatch):
+    import test_comfyui_native_parity as native
+
+    monkeypatch.setattr(native, "MANUAL_SIGMAS", SIGMAS)
+
+
+@pytest.fixture(scope="module")
+def recipe(tiny) -> Iterator[MGPUModel]:
+    root = check_comfyui_root(comfyui_root())
+    yield MGPUModel.create(
+        tiny.checkpoint, devices="cpu:2", dtype="float32", backend="comfy",
+        comfyui_root=root.path, comfyui_version=root.version,
+    )  # fmt: skip
+    get_manager().unload()
+    assert_no_leaks()
+
+
+def sample(comfy, model: MGPUModel, monkeypatch, inputs) -> tuple[list[torch.Tensor], list[dict]]:  # noqa: F811
+    """our_sample through the SP Sampler node, with the ranks' replies."""
+    import ltx2_mgpu.nodes.sp_sampler as sp
+
+    replies: list[list[dict]] = []
+    run_job = sp.run_job
+    monkeypatch.setattr(sp, "run_job", lambda *a, **k: replies.append(run_job(*a, **k)) or replies[-1])
+    out = our_sample(comfy, model, CASE, *inputs)
+    monkeypatch.setattr(sp, "run_job", run_job)
+    return out, replies[-1]
+
+
+@pytest.mark.parametrize("ranks", [2, 3])
+@pytest.mark.parametrize("option", ["offloaded", "sharded"])
+def test_sp_sampling_is_replicated(comfy, recipe, monkeypatch, ranks, option):  # noqa: F811
+    inputs = native_inputs(comfy, CASE)
+    results = {}
+    for weights in ("replicated", option):
+        model = replace(recipe, devices=tuple(f"cpu:{i}" for i in range(ranks)), weights=weights)
+        t0 = time.perf_counter()
+        results[weights], replies = sample(comfy, model, monkeypatch, inputs)
+        streamed = [r["streamed_modules"] for r in replies]
+        print(
+            f"\n[weights] SP {ranks} ranks {weights}: {time.perf_counter() - t0:.1f} s, streamed layers {streamed}"
+        )
+        if weights == "replicated":
+            assert streamed == [0] * ranks
+            whole = replies[0]["block_bytes"]
+        else:
+            assert all(n >= MIN_STREAMED_LAYERS for n in streamed), streamed
+            held = [r["block_bytes"] for r in replies]
+            assert [r["weights"] for r in replies] == [option] * ranks
+            if option == "sharded":  # each rank holds its 1/N of every block, together the whole
+                assert sum(held) == whole and max(held) <= whole / ranks * 1.05, (held, whole)
+    found = errors(results[option], results["replicated"])
+    print(f"[weights] SP {ranks} ranks {option} vs replicated: rel {[f'{r:.2e}' for _, r in found]}")
+    assert len(found) == 2 and all(rel <= RELATIVE_TOLERANCE for _, rel in found), found
+
+
+@pytest.mark.parametrize("option", ["offloaded", "sharded"])
+def test_lora_switching_is_replicated(comfy, recipe, lora_files, monkeypatch, option):  # noqa: F811
+    """A LoRA, its strength changed, then removed: each state samples as replicated does (the patches
+    apply as the layers are cast in: to the gathered full weight when sharded), and the LoRA matters."""
+    inputs = native_inputs(comfy, CASE)
+    lora = str(lora_files["lora"])
+    sets = {"A 1.0": ((lora, 1.0),), "A 0.5": ((lora, 0.5),), "none": ()}
+    results: dict[str, dict[str, list[torch.Tensor]]] = {"replicated": {}, option: {}}
+    for weights in results:  # each weights option switches through the whole sequence in turn
+        for name, loras in sets.items():
+            model = replace(recipe, weights=weights, loras=loras)
+            results[weights][name], replies = sample(comfy, model, monkeypatch, inputs)
+            if weights == option:
+                assert all(r["streamed_modules"] >= MIN_STREAMED_LAYERS for r in replies)
+    for name in sets:
+        found = errors(results[option][name], results["replicated"][name])
+        print(
+            f"\n[weights] LoRA {name}, 2 ranks, {option} vs replicated: rel {[f'{r:.2e}' for _, r in found]}"
+        )
+        assert all(rel <= RELATIVE_TOLERANCE for _, rel in found), (name, found)
+    assert max(r for _, r in errors(results[option]["A 1.0"], results[option]["none"])) > 1e-3
+
+
+def _tdp_both(rank: int, world_size: int, init_file: str, root: str, tiny_dir: str, out_dir: str) -> None:
+    """One rank: the tiny file loaded replicated, then offloaded (budget 0: every layer streamed), the
+    tdp_upscale command on 1x3 tiles each time; rank 0 saves both videos and the streamed counts."""
+    import torch.distributed as dist
+
+    from ltx2_mgpu.workers.embedded.tiny_model import CHECKPOINT_FILE_NAME, UPSCALER_FILE_NAME
+    from ltx2_mgpu.workers.engine.comfy.bootstrap import import_comfyui
+    from ltx2_mgpu.workers.engine.comfy.model import ComfyModel
+    from ltx2_mgpu.workers.engine.comfy.weights import residency, shard_blocks
+    from ltx2_mgpu.workers.rank.ops import InputRejected
+    from ltx2_mgpu.workers.rank.ops_tdp import tdp_upscale
+    from ltx2_mgpu.workers.wire.comfyui_root import check_comfyui_root
+
+    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world_size)
+    device = torch.device("cpu")
+    import_comfyui(check_comfyui_root(root), device)
+    saved = {}
+    for weights, budget in (("replicated", None), ("offloaded", 0)):
+        model = ComfyModel.load(
+            Path(tiny_dir) / CHECKPOINT_FILE_NAME,
+            device,
+            torch.float32,
+            with_vae=False,
+            resident_bytes=budget,
+        )
+        job = SimpleNamespace(
+            rank=rank, world_size=world_size, runtime=SimpleNamespace(device=device, state={"model": model}),
+            progress=lambda step, total, **extra: None, check_cancel=lambda: None,
+        )  # fmt: skip
+        args = tdp_args(stage1_inputs(), TDP_CASES["tiles_1x3"], Path(tiny_dir) / UPSCALER_FILE_NAME)
+        tdp_upscale(job, args)
+        saved[weights] = {"video": args["out_video"], "streamed": residency(model.patcher).streamed_modules}
+    model = ComfyModel.load(
+        Path(tiny_dir) / CHECKPOINT_FILE_NAME, device, torch.float32, with_vae=False, resident_bytes=0
+    )
+    shard_blocks(model.patcher, device, dist.group.WORLD)
+    job.runtime.state["model"] = model
+    try:
+        tdp_upscale(
+            job, tdp_args(stage1_inputs(), TDP_CASES["tiles_1x3"], Path(tiny_dir) / UPSCALER_FILE_NAME)
+        )
+    except InputRejected as exc:
+        saved["sharded_refusal"] = str(exc)
+    if rank == 0:
+        torch.save(saved, f"{out_dir}/tdp.pt")
+    dist.destroy_process_group()
+
+
+@pytest.mark.parametrize("ranks", [2, 3])
+def test_offloaded_tdp_is_replicated_and_sharded_is_refused(tiny, tmp_path, ranks):
+    run_ranks(
+        _tdp_both,
+        ranks,
+        tmp_path,
+        str(comfyui_root()),
+        str(tiny.checkpoint.parent),
+        str(tmp_path),
+        timeout_s=900,
+    )
+    saved = torch.load(tmp_path / "tdp.pt")
+    a, b = saved["offloaded"]["video"], saved["replicated"]["video"]
+    rel = float((a - b).abs().max()) / float(b.abs().max())
+    print(f"\n[weights] TDP 1x3 tiles, {ranks} ranks, offloaded vs replicated: rel {rel:.2e}")
+    assert saved["replicated"]["streamed"] == 0 and saved["offloaded"]["streamed"] >= MIN_STREAMED_LAYERS
+    assert rel <= RELATIVE_TOLERANCE
+    # sharded: refused before any tile runs, naming the option to set
+    assert "set the loader's weights to offloaded" in saved["sharded_refusal"]
+
+
+def test_the_ltxcore_backend_refuses_offloaded_weights(tiny):
+    with pytest.raises(
+        ValueError, match=r"weights offloaded runs on ComfyUI's model stack.*set weights to replicated"
+    ):
+        LoadModel(checkpoint=str(tiny.checkpoint), backend="ltxcore", weights="offloaded")
+    with pytest.raises(ValueError, match=r"weights 'pooled' is not one of replicated, offloaded, sharded"):
+        LoadModel(checkpoint=str(tiny.checkpoint), weights="pooled")
+
+
+def test_sharded_refuses_quantized_files(recipe, lora_files):
+    from ltx2_mgpu.workers.wire.errors import JobInputError
+
+    model = replace(recipe, checkpoint=str(lora_files["fp8"]), weights="sharded")
+    with pytest.raises(
+        JobInputError, match=r"weights sharded cannot shard quantized layers .* set weights to offloaded"
+    ):
+        get_manager().acquire(model)
+
+
+def _bench_weights(argv: list[str]) -> dict:
+    import importlib.util
+    import sys
+
+    bench = Path(__file__).resolve().parents[1] / "bench"
+    sys.path.insert(0, str(bench))
+    try:
+        spec = importlib.util.spec_from_file_location("bench_weights", bench / "bench_weights.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module.main(argv)
+    finally:
+        sys.path.remove(str(bench))
+
+
+def test_the_weights_bench_runs_tiny_on_cpu(tmp_path):
+    """bench/bench_weights.py end to end on two CPU workers: every option loads and steps, sharded
+    holds half the blocks per worker."""
+    report = _bench_weights(
+        ["--tiny", "--repeats", "1", "--comfyui", str(comfyui_root()), "--out", str(tmp_path / "w.json")]
+    )
+    loads = {option: result["load"] for option, result in report["options"].items()}
+    assert [r["weights"] for r in loads["sharded"]] == ["sharded", "sharded"]
+    assert sum(r["block_bytes"] for r in loads["sharded"]) == loads["replicated"][0]["block_bytes"]
+    assert all("ms" in row for result in report["options"].values() for row in result["sizes"].values())
+
+
+@pytest.mark.gpu
+def test_offloaded_22b_runs_under_a_24_gib_cap_on_one_gpu():
+    """LTX-2.3 22B bf16 with two workers on one GPU, each capped at 24 GiB: offloaded steps at 6,144 and
+    24,576 tokens, peak memory under the cap; replicated uncapped beside it (bench/results JSON)."""
+    out = Path(__file__).resolve().parents[1] / "bench" / "results" / "weights_22b_h200_shared.json"
+    report = _bench_weights(["--devices", "cuda:0,cuda:0", "--cap-gib", "24", "--options", "replicated", "offloaded", "sharded",
+                             "--comfyui", str(comfyui_root()), "--out", str(out)])  # fmt: skip
+    offloaded = report["options"]["offloaded"]
+    for tokens, row in offloaded["sizes"].items():
+        assert "ms" in row, (tokens, row)
+        assert max(row["peak_memory_gib_per_worker"]) <= 24.0, (tokens, row)
+    assert "skipped" in report["options"]["sharded"]  # two ranks on one GPU: NCCL cannot shard there
+
+
+def test_a_new_max_video_tokens_reloads_only_offloaded_weights(make_group, tiny):
+    """The loader's max_video_tokens sets the room an offloaded GPU keeps (reserve_bytes): a replicated
+    model stays loaded when it changes, an offloaded one is loaded again under its new budget; switching
+    the option reloads."""
+    get_manager().unload()  # the other tests' group: make_group checks that no worker is left at its end
+    group = make_group("cpu:1")
+
+    def load(weights: str, reserve_bytes: int) -> dict:
+        args = {"checkpoint": str(tiny.checkpoint), "dtype": "float32", "backend": "comfy",
+                "comfyui_root": str(comfyui_root()), "weights": weights, "reserve_bytes": reserve_bytes}  # fmt: skip
+        return group.run("load_model", args)[0]
+
+    assert load("replicated", 1 << 20)["reused"] is False
+    assert load("replicated", 2 << 20)["reused"] is True
+    assert load("offloaded", 2 << 20)["reused"] is False
+    assert load("offloaded", 2 << 20)["reused"] is True
+    assert load("offloaded", 3 << 20)["reused"] is False
+    assert load("replicated", 3 << 20)["reused"] is False
+
+
+@pytest.mark.parametrize("option", ["offloaded", "sharded"])
+def test_the_loaders_model_output_is_replicated(comfy, tiny, option):  # noqa: F811
+    """Native sampling on the MGPU Loader's MODEL (every model call a job on 2 workers) under each
+    option gives replicated's result."""
+    from test_group_model import Graph, run_graph
+
+    from ltx2_mgpu.nodes.loader import LTX2MGPULoader
+
+    out = {}
+    try:
+        for weights in ("replicated", option):
+            mgpu, model, _info = LTX2MGPULoader().load(
+                tiny.checkpoint.name, "cpu:2", "float32", weights=weights
+            )
+            assert mgpu.weights == weights and model is not None
+            out[weights] = run_graph(comfy, model, Graph())
+    finally:
+        get_manager().unload()
+    found = errors(out[option], out["replicated"])
+    print(f"\n[weights] loader MODEL, 2 ranks, {option} vs replicated: rel {[f'{r:.2e}' for _, r in found]}")
+    assert len(found) == 2 and all(rel <= RELATIVE_TOLERANCE for _, rel in found), found

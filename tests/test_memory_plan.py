@@ -1,0 +1,184 @@
+"""The MGPU Loader's pre-flight (workers/wire/memory_plan.py, workers/group/preflight.py): the sizes it
+reads from a header, what each weights option needs per GPU, the option it recommends and the
+refusals, which name the option or the max_video_tokens to change.
+
+A made-up header with round numbers: 48 blocks of 0.875 GiB and 2 GiB outside them (44 GiB in bf16,
+a 22B model's size), video width 4096; at 24,576 tokens on 2 GPUs a GPU's activations are 12,288 x 4096
+x 64 bytes = 3 GiB. Per GPU: replicated 44 + 3 + 1 (runtime) = 48 GiB; offloaded 2 + 2 x 0.875 + 3 + 1
+= 7.75 GiB; sharded 2 + 21 + 1.75 + 3 + 1 = 28.75 GiB.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from ltx2_mgpu.workers.group.preflight import preflight
+from ltx2_mgpu.workers.wire.memory_plan import GIB, check_plan, model_sizes, plan
+
+BLOCKS, WIDTH = 48, 4096
+BLOCK_BYTES, OTHER_BYTES = 896 * 2**20, 2 * GIB
+TOKENS = 24_576
+
+
+def header(dtype: str = "BF16") -> tuple[dict, dict]:
+    """(shapes, dtypes) of the made-up checkpoint, its block Linears stored as `dtype`."""
+    shapes, dtypes = {}, {}
+    q = WIDTH * WIDTH * 2  # bytes of attn1.to_q in bf16
+    for i in range(BLOCKS):
+        prefix = f"model.diffusion_model.transformer_blocks.{i}."
+        shapes[prefix + "attn1.to_q.weight"] = (WIDTH, WIDTH)
+        shapes[prefix + "ff.net.0.proj.weight"] = ((BLOCK_BYTES - q) // 2,)
+        dtypes[prefix + "attn1.to_q.weight"] = dtypes[prefix + "ff.net.0.proj.weight"] = dtype
+    shapes["model.diffusion_model.patchify_proj.weight"] = (OTHER_BYTES // 2,)
+    dtypes["model.diffusion_model.patchify_proj.weight"] = "BF16"
+    shapes["vae.decoder.conv_in.weight"] = (10**9,)  # not the diffusion model: not counted
+    dtypes["vae.decoder.conv_in.weight"] = "F32"
+    return shapes, dtypes
+
+
+def test_sizes_come_from_the_header_at_the_weight_dtype():
+    sizes = model_sizes(*header(), "bfloat16")
+    assert (sizes.blocks_bytes, sizes.largest_block_bytes, sizes.other_bytes) == (
+        42 * GIB,
+        BLOCK_BYTES,
+        OTHER_BYTES,
+    )
+    assert sizes.video_width == WIDTH
+    # float32 doubles the float weights; fp8 blocks keep one byte per weight
+    assert model_sizes(*header(), "float32").total_bytes == 88 * GIB
+    assert model_sizes(*header("F8_E4M3"), "bfloat16").blocks_bytes == 21 * GIB
+
+
+def test_each_option_per_gpu_and_the_recommendation():
+    sizes = model_sizes(*header(), "bfloat16")
+    found = plan(sizes, ["cuda:0", "cuda:1"], [24 * GIB] * 2, "replicated", TOKENS, "bfloat16")
+    totals = {o: found.needs[o][0].total_bytes / GIB for o in found.needs}
+    assert totals == {"replicated": 48.0, "offloaded": 7.75, "sharded": 28.75}
+    assert not found.fits("replicated") and found.fits("offloaded")
+    assert found.recommended == "offloaded"
+    with pytest.raises(ValueError, match=r"weights replicated needs cuda:\d: model 44\.0 GiB .* 48\.0 GiB of 24\.0 GiB: "
+                       r"does NOT fit\. Set the loader's weights to offloaded"):  # fmt: skip
+        check_plan(found, sizes, "bfloat16")
+    # 80 GB cards hold a copy: replicated is recommended (fastest) and passes
+    roomy = plan(sizes, ["cuda:0", "cuda:1"], [80 * GIB] * 2, "replicated", TOKENS, "bfloat16")
+    assert roomy.recommended == "replicated"
+    check_plan(roomy, sizes, "bfloat16")
+
+
+def test_sharded_is_not_offered_on_workers_that_share_a_gpu():
+    sizes = model_sizes(*header(), "bfloat16")
+    own = plan(sizes, ["cuda:0", "cuda:1"], [30 * GIB] * 2, "sharded", TOKENS, "bfloat16")
+    assert own.fits("sharded") and "sharded" in own.available and own.recommended == "offloaded"
+    check_plan(own, sizes, "bfloat16")
+    assert "the TDP Upscaler needs offloaded" in own.console_block()
+    shared = plan(sizes, ["cuda:0", "cuda:0"], [30 * GIB] * 2, "offloaded", TOKENS, "bfloat16")
+    assert "sharded" not in shared.available
+    assert "sharded 28.8 GiB (not on shared GPUs)" in shared.console_block()
+
+
+def test_a_size_nothing_fits_names_the_largest_that_does():
+    sizes = model_sizes(*header(), "bfloat16")
+    found = plan(sizes, ["cuda:0", "cuda:1"], [6 * GIB] * 2, "offloaded", TOKENS, "bfloat16")
+    assert found.recommended is None
+    # room per GPU: 6 - 3.75 - 1 = 1.25 GiB = 5,120 tokens of 4096 x 64 bytes; 10,240 over 2 GPUs
+    with pytest.raises(ValueError, match=r"the largest that fits is 10,240 video tokens \(weights offloaded\): "
+                       r"lower max_video_tokens to 10,240"):  # fmt: skip
+        check_plan(found, sizes, "bfloat16")
+    check_plan(
+        plan(sizes, ["cuda:0", "cuda:1"], [6 * GIB] * 2, "offloaded", 10_240, "bfloat16"), sizes, "bfloat16"
+    )
+    with pytest.raises(ValueError):
+        check_plan(
+            plan(sizes, ["cuda:0", "cuda:1"], [6 * GIB] * 2, "offloaded", 10_496, "bfloat16"),
+            sizes,
+            "bfloat16",
+        )
+
+
+def test_gpus_too_small_for_any_share_say_so():
+    sizes = model_sizes(*header(), "bfloat16")
+    found = plan(sizes, ["cuda:0", "cuda:1"], [4 * GIB] * 2, "offloaded", TOKENS, "bfloat16")
+    with pytest.raises(
+        ValueError, match=r"No weights option fits these GPUs: even offloaded needs 7\.8 GiB per GPU"
+    ):
+        check_plan(found, sizes, "bfloat16")
+
+
+def test_a_text_encoder_on_one_gpu_counts_there_only():
+    sizes = model_sizes(*header(), "bfloat16")
+    found = plan(
+        sizes,
+        ["cuda:0", "cuda:1"],
+        [24 * GIB] * 2,
+        "offloaded",
+        TOKENS,
+        "bfloat16",
+        text_encoder_bytes=[17 * GIB, 0],
+    )
+    assert [n.fits for n in found.needs["offloaded"]] == [False, True]
+    with pytest.raises(ValueError, match=r"cuda:0: model 3\.8 GiB \+ text encoder 17\.0 GiB"):
+        check_plan(found, sizes, "bfloat16")
+
+
+def test_the_console_block_and_cpu_workers(caplog):
+    shapes, dtypes = header()
+    with caplog.at_level(logging.INFO):
+        found, reserve = preflight(shapes, dtypes, ["cpu", "cpu"], "offloaded", TOKENS, "bfloat16")
+    block = found.console_block()
+    assert block in caplog.text  # printed as one block
+    assert block.splitlines()[0] == "pre-flight: weights offloaded, max_video_tokens 24,576, 2 GPUs"
+    assert (
+        "cpu: model 3.8 GiB + text encoder 0.0 GiB + activations 3.0 GiB + runtime 0.0 GiB = 6.8 GiB host memory"
+        in block
+    )
+    assert "host memory: 44.0 GiB per worker" in block
+    assert found.recommended == "replicated"  # a CPU worker's host memory is not checked
+    assert reserve == 3 * GIB
+    assert found.summary() == "weights offloaded: 6.8 GiB per GPU; recommended replicated"
+
+
+def test_sharded_on_a_shared_gpu_and_the_ltxcore_backend_are_refused_with_what_to_set():
+    from ltx2_mgpu.workers.wire.weight_placement import check_sharded_devices, check_weights
+
+    with pytest.raises(
+        ValueError, match=r"weights sharded needs one GPU per worker.*Set weights to offloaded"
+    ):
+        check_sharded_devices("sharded", ("cuda:0", "cuda:0"))
+    check_sharded_devices("sharded", ("cuda:0", "cuda:1"))
+    check_sharded_devices("offloaded", ("cuda:0", "cuda:0"))
+    with pytest.raises(
+        ValueError, match=r"weights offloaded runs on ComfyUI's model stack .* set weights to replicated"
+    ):
+        check_weights("offloaded", backend_is_comfy=False)
+    check_weights("offloaded", backend_is_comfy=True)
+
+
+def test_the_loader_refuses_before_any_worker_starts(tiny, monkeypatch):
+    """The loader's pre-flight and option checks run before any worker: GPUs too small, and offloaded on
+    the ltx-core backend."""
+    import ltx2_mgpu.workers.group.preflight as pf
+    from conftest import worker_children
+    from ltx2_mgpu.nodes.loader import LTX2MGPULoader
+
+    monkeypatch.setattr(pf, "gpu_capacities", lambda devices: [GIB] * len(devices))  # 1 GiB "GPUs"
+    with pytest.raises(ValueError, match=r"No weights option fits these GPUs: even offloaded needs"):
+        LTX2MGPULoader().load(str(tiny.checkpoint), "cpu:2", "float32", weights="replicated")
+    monkeypatch.setenv("LTX2_MGPU_BACKEND", "ltxcore")
+    with pytest.raises(ValueError, match=r"weights offloaded runs on ComfyUI's model stack"):
+        LTX2MGPULoader().load(str(tiny.checkpoint), "cpu:2", "float32", weights="offloaded")
+    assert worker_children() == []
+
+
+def test_sharded_on_workers_sharing_a_gpu_is_refused_before_they_start(tiny):
+    from ltx2_mgpu.workers.group.manager import MGPUModel, check_fits
+
+    model = MGPUModel(
+        checkpoint=str(tiny.checkpoint), devices=("cuda:0", "cuda:0"), weights="sharded", backend="comfy",
+        comfyui_root="/any/ComfyUI",
+    )  # fmt: skip
+    with pytest.raises(
+        ValueError, match=r"weights sharded needs one GPU per worker, but the workers share GPUs"
+    ):
+        check_fits(model)

@@ -1,0 +1,262 @@
+"""The MGPU Loader's pre-flight: what each GPU would hold under each `weights` option, before any worker
+loads a weight. Pure arithmetic on the file's safetensors header (tensor sizes) and the GPUs' sizes.
+
+Per GPU: the model share (replicated: the whole diffusion model; offloaded: what must stay resident,
+the weights outside the transformer blocks plus a few blocks of cast buffers; sharded: that plus
+1/N of the blocks), the text encoder when it sits on that GPU, the activations of one cond+uncond step
+at the loader's max_video_tokens (split over the GPUs by sequence parallelism) and the runtime's own
+memory. Estimates, not measurements: every constant says where it came from.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from .weight_placement import WEIGHT_PLACEMENTS, WEIGHTS_OFFLOADED, WEIGHTS_REPLICATED, WEIGHTS_SHARDED
+
+GIB = 2**30
+# Bytes per element of the safetensors dtypes an LTX file stores.
+SAFETENSORS_ITEM_BYTES = {"F64": 8, "F32": 4, "BF16": 2, "F16": 2, "F8_E4M3": 1, "F8_E5M2": 1, "I8": 1, "U8": 1, "I32": 4, "I64": 8}  # fmt: skip
+FLOAT_DTYPES = ("F32", "BF16", "F16")
+# The loader's weight_dtype choices as bytes per element (float weights are cast to it on load;
+# quantized ones keep their stored size, as ComfyUI keeps them).
+WEIGHT_DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
+# Activations of one cond+uncond step (batch 2, audio with it), in bytes per video token and video channel,
+# at bf16: LTX-2.3 22B on one H200 peaked 1.46 GiB above its weights at 6,144 tokens and 5.53 GiB at
+# 24,576 (bench/results/ltx23_step_h200.json, width 4096): 58 bytes per token-channel; 64 with margin.
+# Scaled by the weight dtype's size / 2 (float32 activations are twice the bytes).
+ACTIVATION_BYTES_PER_TOKEN_CHANNEL_BF16 = 64
+# The worker's CUDA context, cuBLAS / cuDNN workspaces and allocator slack: not in PyTorch's count.
+RUNTIME_BYTES_PER_GPU = 1 * GIB
+# Blocks' worth of cast buffers an offloaded or sharded GPU needs beside its resident share (the block
+# running and the next one being brought in).
+IN_FLIGHT_BLOCKS = 2
+# The loader's max_video_tokens step: the largest size that fits is rounded down to it.
+TOKEN_STEP = 256
+# Diffusion-model key prefixes inside a checkpoint (a diffusion-model-only file has none).
+DIFFUSION_PREFIXES = ("model.diffusion_model.", "diffusion_model.")
+NOT_DIFFUSION = (
+    "vae.",
+    "audio_vae.",
+    "text_encoders.",
+    "vocoder.",
+    "cond_stage_model.",
+    "first_stage_model.",
+)
+
+
+@dataclass(frozen=True)
+class ModelSizes:
+    """Byte sizes of the diffusion model as it will sit in a worker (weight_dtype applied)."""
+
+    blocks_bytes: int  # all transformer blocks
+    largest_block_bytes: int
+    other_bytes: int  # everything outside the blocks (embeddings, connectors, output stage)
+    video_width: int  # video channels (the activations scale with it)
+
+    @property
+    def total_bytes(self) -> int:
+        return self.blocks_bytes + self.other_bytes
+
+
+@dataclass(frozen=True)
+class GpuNeed:
+    """One GPU's figures under one option, bytes."""
+
+    device: str
+    capacity_bytes: int | None  # None: a CPU worker (host memory, not checked)
+    model_bytes: int
+    text_encoder_bytes: int
+    activation_bytes: int
+    runtime_bytes: int
+
+    @property
+    def total_bytes(self) -> int:
+        return self.model_bytes + self.text_encoder_bytes + self.activation_bytes + self.runtime_bytes
+
+    @property
+    def fits(self) -> bool:
+        return self.capacity_bytes is None or self.total_bytes <= self.capacity_bytes
+
+
+@dataclass(frozen=True)
+class PreFlight:
+    """The pre-flight of one load: `needs[option]` per GPU, the option `chosen`, the one `recommended`."""
+
+    chosen: str
+    max_video_tokens: int
+    needs: Mapping[str, tuple[GpuNeed, ...]]
+    recommended: str | None  # None: no served option fits
+    host_bytes_per_worker: int  # offloaded keeps the whole model in every worker's host memory
+    available: tuple[str, ...]
+
+    def fits(self, option: str) -> bool:
+        return all(need.fits for need in self.needs[option])
+
+    def console_block(self) -> str:
+        lines = [
+            f"pre-flight: weights {self.chosen}, max_video_tokens {self.max_video_tokens:,}, {len(self.needs[self.chosen])} GPUs"
+        ]
+        for need in self.needs[self.chosen]:
+            lines.append(f"  {describe_need(need)}")
+        per_option = ", ".join(
+            f"{o} {gib(max(n.total_bytes for n in self.needs[o]))}"
+            + ("" if o in self.available else " (not on shared GPUs)")
+            for o in WEIGHT_PLACEMENTS
+        )
+        lines.append(f"  per GPU: {per_option}; recommended: {self.recommended or 'none fits'}")
+        if self.chosen == WEIGHTS_OFFLOADED:
+            lines.append(
+                f"  host memory: {gib(self.host_bytes_per_worker)} per worker (the whole model, cast in per call)"
+            )
+        if self.chosen == WEIGHTS_SHARDED:
+            lines.append(
+                "  sharded serves the SP Sampler and the loader's MODEL; the TDP Upscaler needs offloaded"
+            )
+        return "\n".join(lines)
+
+    def summary(self) -> str:
+        """One line for under the node: the chosen option's largest GPU need and the recommendation."""
+        worst = max(self.needs[self.chosen], key=lambda n: n.total_bytes)
+        return f"weights {self.chosen}: {gib(worst.total_bytes)} per GPU; recommended {self.recommended or 'none fits'}"
+
+
+def gib(n: int) -> str:
+    return f"{n / GIB:.1f} GiB"
+
+
+def describe_need(need: GpuNeed) -> str:
+    room = "host memory" if need.capacity_bytes is None else f"of {gib(need.capacity_bytes)}"
+    verdict = "" if need.capacity_bytes is None else (": fits" if need.fits else ": does NOT fit")
+    return (
+        f"{need.device}: model {gib(need.model_bytes)} + text encoder {gib(need.text_encoder_bytes)} + activations "
+        f"{gib(need.activation_bytes)} + runtime {gib(need.runtime_bytes)} = {gib(need.total_bytes)} {room}{verdict}"
+    )
+
+
+def model_sizes(
+    shapes: Mapping[str, Sequence[int]], dtypes: Mapping[str, str], weight_dtype: str
+) -> ModelSizes:
+    """The diffusion model's sizes from a safetensors header (shapes, dtypes), float weights at `weight_dtype`."""
+    cast = WEIGHT_DTYPE_BYTES.get(weight_dtype, 2)
+    blocks: dict[str, int] = {}
+    other, width = 0, 0
+    for key, shape in shapes.items():
+        name = next((key[len(p) :] for p in DIFFUSION_PREFIXES if key.startswith(p)), key)
+        if name.startswith(NOT_DIFFUSION):
+            continue
+        stored = dtypes[key]
+        size = math.prod(shape) * (cast if stored in FLOAT_DTYPES else SAFETENSORS_ITEM_BYTES.get(stored, 2))
+        if name.startswith("transformer_blocks."):
+            index = name.split(".", 2)[1]
+            blocks[index] = blocks.get(index, 0) + size
+            if name.endswith("attn1.to_q.weight") and len(shape) == 2:
+                width = int(shape[0])
+        else:
+            other += size
+    return ModelSizes(sum(blocks.values()), max(blocks.values(), default=0), other, width)
+
+
+def activation_bytes(sizes: ModelSizes, max_video_tokens: int, world_size: int, weight_dtype: str) -> int:
+    """One cond+uncond step's activations on one GPU: the tokens are split over the GPUs (SP)."""
+    per_rank = math.ceil(max_video_tokens / world_size)
+    scale = WEIGHT_DTYPE_BYTES.get(weight_dtype, 2) / 2
+    return int(per_rank * sizes.video_width * ACTIVATION_BYTES_PER_TOKEN_CHANNEL_BF16 * scale)
+
+
+def model_share(sizes: ModelSizes, option: str, world_size: int) -> int:
+    """What one GPU holds of the model under `option`."""
+    if option == WEIGHTS_REPLICATED:
+        return sizes.total_bytes
+    in_flight = IN_FLIGHT_BLOCKS * sizes.largest_block_bytes
+    if option == WEIGHTS_OFFLOADED:
+        return sizes.other_bytes + in_flight
+    return sizes.other_bytes + math.ceil(sizes.blocks_bytes / world_size) + in_flight
+
+
+def plan(
+    sizes: ModelSizes,
+    devices: Sequence[str],
+    capacities: Sequence[int | None],
+    chosen: str,
+    max_video_tokens: int,
+    weight_dtype: str,
+    *,
+    text_encoder_bytes: Sequence[int] | None = None,
+) -> PreFlight:
+    """Every option's needs per GPU; `recommended` is the first served option that fits, in the order
+    replicated (fastest), offloaded (serves every node), sharded (not on workers sharing a GPU)."""
+    world = len(devices)
+    cuda = [d for d in devices if d.startswith("cuda")]
+    shared_gpu = len(set(cuda)) < len(cuda)
+    available = (WEIGHTS_REPLICATED, WEIGHTS_OFFLOADED) + (() if shared_gpu else (WEIGHTS_SHARDED,))
+    text = list(text_encoder_bytes or [0] * world)
+    activations = activation_bytes(sizes, max_video_tokens, world, weight_dtype)
+    needs = {}
+    for option in WEIGHT_PLACEMENTS:
+        share = model_share(sizes, option, world)
+        needs[option] = tuple(
+            GpuNeed(
+                device,
+                capacity,
+                share,
+                text[i],
+                activations,
+                0 if capacity is None else RUNTIME_BYTES_PER_GPU,
+            )
+            for i, (device, capacity) in enumerate(zip(devices, capacities))
+        )
+    fitting = [o for o in available if all(n.fits for n in needs[o])]
+    return PreFlight(
+        chosen, max_video_tokens, needs, fitting[0] if fitting else None, sizes.total_bytes, available
+    )
+
+
+def check_plan(preflight: PreFlight, sizes: ModelSizes, weight_dtype: str) -> None:
+    """ValueError when the chosen option does not fit: which option to change to, or, when none fits,
+    the largest max_video_tokens that would."""
+    if preflight.fits(preflight.chosen):
+        return
+    worst = max(
+        (n for n in preflight.needs[preflight.chosen] if not n.fits),
+        key=lambda n: n.total_bytes - (n.capacity_bytes or 0),
+    )
+    what = f"weights {preflight.chosen} needs {describe_need(worst)}"
+    if preflight.recommended is not None:
+        raise ValueError(f"{what}. Set the loader's weights to {preflight.recommended}")
+    largest = largest_tokens(preflight, sizes, weight_dtype)
+    if largest is None:
+        raise ValueError(
+            f"{what}. No weights option fits these GPUs: even offloaded needs "
+            f"{gib(max(n.total_bytes for n in preflight.needs[WEIGHTS_OFFLOADED]))} per GPU before activations grow; "
+            "use GPUs with more memory or a smaller weight format (fp8)"
+        )
+    raise ValueError(
+        f"{what}. No weights option fits max_video_tokens {preflight.max_video_tokens:,} on these GPUs; the largest "
+        f"that fits is {largest:,} video tokens (weights {largest_option(preflight)}): lower max_video_tokens to "
+        f"{largest:,} (and the video's size with it)"
+    )
+
+
+def largest_option(preflight: PreFlight) -> str:
+    """The served option with the smallest model share (the one that leaves the most room)."""
+    return min(preflight.available, key=lambda o: max(n.model_bytes for n in preflight.needs[o]))
+
+
+def largest_tokens(preflight: PreFlight, sizes: ModelSizes, weight_dtype: str) -> int | None:
+    """The largest max_video_tokens (a multiple of TOKEN_STEP) that fits under the best served option."""
+    option = largest_option(preflight)
+    needs = preflight.needs[option]
+    world = len(needs)
+    room = min(
+        n.capacity_bytes - n.model_bytes - n.text_encoder_bytes - n.runtime_bytes
+        for n in needs
+        if n.capacity_bytes is not None
+    )
+    one_token = activation_bytes(sizes, 1, 1, weight_dtype)  # one token's activations on one GPU
+    tokens = (room * world // one_token) // TOKEN_STEP * TOKEN_STEP if one_token > 0 else 0
+    while tokens >= TOKEN_STEP and activation_bytes(sizes, tokens, world, weight_dtype) > room:
+        tokens -= TOKEN_STEP  # the split rounds a GPU's share up
+    return tokens if tokens >= TOKEN_STEP else None
