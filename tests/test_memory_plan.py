@@ -4,8 +4,8 @@ refusals, which name the option or the max_video_tokens to change.
 
 A made-up header with round numbers: 48 blocks of 0.875 GiB and 2 GiB outside them (44 GiB in bf16,
 a 22B model's size), video width 4096; at 24,576 tokens on 2 GPUs a GPU's activations are 12,288 x 4096
-x 64 bytes = 3 GiB. Per GPU: replicated 44 + 3 + 1 (runtime) = 48 GiB; offloaded 2 + 2 x 0.875 + 3 + 1
-= 7.75 GiB; sharded 2 + 21 + 1.75 + 3 + 1 = 28.75 GiB.
+x 96 bytes = 4.5 GiB. Per GPU: replicated 44 + 4.5 + 1 (runtime) = 49.5 GiB; offloaded 2 + 2 x 0.875 + 4.5
++ 1 = 9.25 GiB; sharded 2 + 21 + 1.75 + 4.5 + 1 = 30.25 GiB.
 """
 
 from __future__ import annotations
@@ -55,10 +55,10 @@ def test_each_option_per_gpu_and_the_recommendation():
     sizes = model_sizes(*header(), "bfloat16")
     found = plan(sizes, ["cuda:0", "cuda:1"], [24 * GIB] * 2, "replicated", TOKENS, "bfloat16")
     totals = {o: found.needs[o][0].total_bytes / GIB for o in found.needs}
-    assert totals == {"replicated": 48.0, "offloaded": 7.75, "sharded": 28.75}
+    assert totals == {"replicated": 49.5, "offloaded": 9.25, "sharded": 30.25}
     assert not found.fits("replicated") and found.fits("offloaded")
     assert found.recommended == "offloaded"
-    with pytest.raises(ValueError, match=r"weights replicated needs cuda:\d: model 44\.0 GiB .* 48\.0 GiB of 24\.0 GiB: "
+    with pytest.raises(ValueError, match=r"weights replicated needs cuda:\d: model 44\.0 GiB .* 49\.5 GiB of 24\.0 GiB: "
                        r"does NOT fit\. Set the loader's weights to offloaded"):  # fmt: skip
         check_plan(found, sizes, "bfloat16")
     # 80 GB cards hold a copy: replicated is recommended (fastest) and passes
@@ -69,29 +69,29 @@ def test_each_option_per_gpu_and_the_recommendation():
 
 def test_sharded_is_not_offered_on_workers_that_share_a_gpu():
     sizes = model_sizes(*header(), "bfloat16")
-    own = plan(sizes, ["cuda:0", "cuda:1"], [30 * GIB] * 2, "sharded", TOKENS, "bfloat16")
+    own = plan(sizes, ["cuda:0", "cuda:1"], [32 * GIB] * 2, "sharded", TOKENS, "bfloat16")
     assert own.fits("sharded") and "sharded" in own.available and own.recommended == "offloaded"
     check_plan(own, sizes, "bfloat16")
     assert "the TDP Upscaler needs offloaded" in own.console_block()
-    shared = plan(sizes, ["cuda:0", "cuda:0"], [30 * GIB] * 2, "offloaded", TOKENS, "bfloat16")
+    shared = plan(sizes, ["cuda:0", "cuda:0"], [32 * GIB] * 2, "offloaded", TOKENS, "bfloat16")
     assert "sharded" not in shared.available
-    assert "sharded 28.8 GiB (not on shared GPUs)" in shared.console_block()
+    assert "sharded 30.2 GiB (not on shared GPUs)" in shared.console_block()
 
 
 def test_a_size_nothing_fits_names_the_largest_that_does():
     sizes = model_sizes(*header(), "bfloat16")
     found = plan(sizes, ["cuda:0", "cuda:1"], [6 * GIB] * 2, "offloaded", TOKENS, "bfloat16")
     assert found.recommended is None
-    # room per GPU: 6 - 3.75 - 1 = 1.25 GiB = 5,120 tokens of 4096 x 64 bytes; 10,240 over 2 GPUs
-    with pytest.raises(ValueError, match=r"the largest that fits is 10,240 video tokens \(weights offloaded\): "
-                       r"lower max_video_tokens to 10,240"):  # fmt: skip
+    # room per GPU: 6 - 3.75 - 1 = 1.25 GiB = 3,413 tokens of 4096 x 96 bytes; 6,826 over 2 GPUs, 6,656 in steps of 256
+    with pytest.raises(ValueError, match=r"the largest that fits is 6,656 video tokens \(weights offloaded\): "
+                       r"lower max_video_tokens to 6,656"):  # fmt: skip
         check_plan(found, sizes, "bfloat16")
     check_plan(
-        plan(sizes, ["cuda:0", "cuda:1"], [6 * GIB] * 2, "offloaded", 10_240, "bfloat16"), sizes, "bfloat16"
+        plan(sizes, ["cuda:0", "cuda:1"], [6 * GIB] * 2, "offloaded", 6_656, "bfloat16"), sizes, "bfloat16"
     )
     with pytest.raises(ValueError):
         check_plan(
-            plan(sizes, ["cuda:0", "cuda:1"], [6 * GIB] * 2, "offloaded", 10_496, "bfloat16"),
+            plan(sizes, ["cuda:0", "cuda:1"], [6 * GIB] * 2, "offloaded", 6_912, "bfloat16"),
             sizes,
             "bfloat16",
         )
@@ -101,7 +101,7 @@ def test_gpus_too_small_for_any_share_say_so():
     sizes = model_sizes(*header(), "bfloat16")
     found = plan(sizes, ["cuda:0", "cuda:1"], [4 * GIB] * 2, "offloaded", TOKENS, "bfloat16")
     with pytest.raises(
-        ValueError, match=r"No weights option fits these GPUs: even offloaded needs 7\.8 GiB per GPU"
+        ValueError, match=r"No weights option fits these GPUs: even offloaded needs 9\.2 GiB per GPU"
     ):
         check_plan(found, sizes, "bfloat16")
 
@@ -130,13 +130,13 @@ def test_the_console_block_and_cpu_workers(caplog):
     assert block in caplog.text  # printed as one block
     assert block.splitlines()[0] == "pre-flight: weights offloaded, max_video_tokens 24,576, 2 GPUs"
     assert (
-        "cpu: model 3.8 GiB + text encoder 0.0 GiB + activations 3.0 GiB + runtime 0.0 GiB = 6.8 GiB host memory"
+        "cpu: model 3.8 GiB + text encoder 0.0 GiB + activations 4.5 GiB + runtime 0.0 GiB = 8.2 GiB host memory"
         in block
     )
     assert "host memory: 44.0 GiB per worker" in block
     assert found.recommended == "replicated"  # a CPU worker's host memory is not checked
-    assert reserve == 3 * GIB
-    assert found.summary() == "weights offloaded: 6.8 GiB per GPU; recommended replicated"
+    assert reserve == int(4.5 * GIB)
+    assert found.summary() == "weights offloaded: 8.2 GiB per GPU; recommended replicated"
 
 
 def test_sharded_on_a_shared_gpu_and_the_ltxcore_backend_are_refused_with_what_to_set():

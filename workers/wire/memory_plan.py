@@ -23,11 +23,12 @@ FLOAT_DTYPES = ("F32", "BF16", "F16")
 # The loader's weight_dtype choices as bytes per element (float weights are cast to it on load;
 # quantized ones keep their stored size, as ComfyUI keeps them).
 WEIGHT_DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
-# Activations of one cond+uncond step (batch 2, audio with it), in bytes per video token and video channel,
-# at bf16: LTX-2.3 22B on one H200 peaked 1.46 GiB above its weights at 6,144 tokens and 5.53 GiB at
-# 24,576 (bench/results/ltx23_step_h200.json, width 4096): 58 bytes per token-channel; 64 with margin.
-# Scaled by the weight dtype's size / 2 (float32 activations are twice the bytes).
-ACTIVATION_BYTES_PER_TOKEN_CHANNEL_BF16 = 64
+# Activations of one cond+uncond step (batch 2, audio with it), in bytes per video token on the GPU and
+# video channel, at bf16. LTX-2.3 22B on one H200 peaked 58 bytes per token-channel above its weights
+# (bench/results/ltx23_step_h200.json); with two SP workers 94 (1.2 GiB at 3,072 tokens a worker, 4.4
+# GiB at 12,288: bench/results/weights_22b_h200_shared.json, replicated), the exchange buffers on top;
+# an offloaded budget sized with 64 ran out of memory at 24,576 tokens under a 24 GiB cap. 96 covers both.
+ACTIVATION_BYTES_PER_TOKEN_CHANNEL_BF16 = 96
 # The worker's CUDA context, cuBLAS / cuDNN workspaces and allocator slack: not in PyTorch's count.
 RUNTIME_BYTES_PER_GPU = 1 * GIB
 # Blocks' worth of cast buffers an offloaded or sharded GPU needs beside its resident share (the block
