@@ -61,6 +61,14 @@ def test_each_option_per_gpu_and_the_recommendation():
     with pytest.raises(ValueError, match=r"weights replicated needs cuda:\d: model 44\.0 GiB .* 49\.5 GiB of 24\.0 GiB: "
                        r"does NOT fit\. Set the loader's weights to offloaded"):  # fmt: skip
         check_plan(found, sizes, "bfloat16")
+    # 48 GiB cards: replicated serves a smaller video (44 + 1 GiB leaves 3 GiB: 8,192 tokens a GPU)
+    tight = plan(sizes, ["cuda:0", "cuda:1"], [48 * GIB] * 2, "replicated", TOKENS, "bfloat16")
+    with pytest.raises(ValueError, match=r"49\.5 GiB of 48\.0 GiB: does NOT fit\. Set the loader's weights to "
+                       r"offloaded, or keep replicated and lower max_video_tokens to 16,384 \(and the video's size"):  # fmt: skip
+        check_plan(tight, sizes, "bfloat16")
+    check_plan(
+        plan(sizes, ["cuda:0", "cuda:1"], [48 * GIB] * 2, "replicated", 16_384, "bfloat16"), sizes, "bfloat16"
+    )
     # 80 GB cards hold a copy: replicated is recommended (fastest) and passes
     roomy = plan(sizes, ["cuda:0", "cuda:1"], [80 * GIB] * 2, "replicated", TOKENS, "bfloat16")
     assert roomy.recommended == "replicated"

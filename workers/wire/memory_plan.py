@@ -226,7 +226,14 @@ def check_plan(preflight: PreFlight, sizes: ModelSizes, weight_dtype: str) -> No
     )
     what = f"weights {preflight.chosen} needs {describe_need(worst)}"
     if preflight.recommended is not None:
-        raise ValueError(f"{what}. Set the loader's weights to {preflight.recommended}")
+        # The chosen option may still serve a smaller video (replicated is the fastest): say so too.
+        keep = largest_tokens(preflight, sizes, weight_dtype, preflight.chosen)
+        smaller = (
+            f", or keep {preflight.chosen} and lower max_video_tokens to {keep:,} (and the video's size with it)"
+            if keep is not None
+            else ""
+        )
+        raise ValueError(f"{what}. Set the loader's weights to {preflight.recommended}{smaller}")
     largest = largest_tokens(preflight, sizes, weight_dtype)
     if largest is None:
         raise ValueError(
@@ -246,9 +253,12 @@ def largest_option(preflight: PreFlight) -> str:
     return min(preflight.available, key=lambda o: max(n.model_bytes for n in preflight.needs[o]))
 
 
-def largest_tokens(preflight: PreFlight, sizes: ModelSizes, weight_dtype: str) -> int | None:
-    """The largest max_video_tokens (a multiple of TOKEN_STEP) that fits under the best served option."""
-    option = largest_option(preflight)
+def largest_tokens(
+    preflight: PreFlight, sizes: ModelSizes, weight_dtype: str, option: str | None = None
+) -> int | None:
+    """The largest max_video_tokens (a multiple of TOKEN_STEP) that fits under `option` (default: the best
+    served option); None when not even TOKEN_STEP does."""
+    option = option or largest_option(preflight)
     needs = preflight.needs[option]
     world = len(needs)
     room = min(
