@@ -176,22 +176,27 @@ def test_text_encode_with_the_gemma_lora_matches_lora_loader(comfy23, group23_bf
 def test_tdp_upscaler_one_tile_matches_native_stage2(comfy23, group23, scale):  # noqa: F811
     """TDP Upscaler with one tile = LTXVLatentUpsampler (the template's x2 1.1, and the x1.5 one)
     then stage-2 sampling with CFGGuider; the audio passes through unchanged, as in the template."""
+    c = comfy23
+    path = c.files.spatial_upscaler_x2 if scale == 2.0 else c.files.spatial_upscaler_x15
+    assert_tdp_one_tile_matches_native(c, group23, path, c.upscalers[scale], f"x{scale:g}", seed=5)
+
+
+def assert_tdp_one_tile_matches_native(c, group, path, upscaler, label: str, seed: int) -> torch.Size:
+    """Native: LTXVLatentUpsampler with `upscaler` then SamplerCustomAdvanced (CFGGuider 3, euler_ancestral);
+    ours: the TDP Upscaler with `path` and one tile from a [1, 128, 3, 4, 6] video latent. Video within
+    RELATIVE_TOLERANCE, audio unchanged. Returns the upscaled video's shape."""
     import folder_paths
     from comfy_extras import nodes_lt_upsampler
 
     from ltx2_mgpu.nodes.tdp_upscaler import LTX2TDPUpscaler
 
-    c = comfy23
-    path = c.files.spatial_upscaler_x2 if scale == 2.0 else c.files.spatial_upscaler_x15
     folder_paths.add_model_folder_path("latent_upscale_models", str(path.parent))
     positive, negative, _, sigmas = av_inputs(c)
-    generator = torch.Generator().manual_seed(5)
+    generator = torch.Generator().manual_seed(seed)
     video = torch.randn(1, 128, 3, 4, 6, generator=generator)
     audio = torch.randn(1, 8, 18, 16, generator=generator)
     with torch.inference_mode():
-        (upscaled,) = nodes_lt_upsampler.LTXVLatentUpsampler.execute(
-            {"samples": video}, c.upscalers[scale], c.vae
-        )
+        (upscaled,) = nodes_lt_upsampler.LTXVLatentUpsampler.execute({"samples": video}, upscaler, c.vae)
     (latent,) = c.lt.LTXVConcatAVLatent.execute(
         upscaled, {"samples": audio, "noise_mask": torch.zeros(audio.shape)}
     )
@@ -205,13 +210,15 @@ def test_tdp_upscaler_one_tile_matches_native_stage2(comfy23, group23, scale):  
     t0 = time.perf_counter()
     stage1 = {"samples": c.NestedTensor((video, audio))}
     (out,) = LTX2TDPUpscaler().upscale(
-        group23, positive, negative, stage1, path.name, "euler_ancestral", 3.0, SEED, "1x1", 0, sigmas=sigmas
+        group, positive, negative, stage1, path.name, "euler_ancestral", 3.0, SEED, "1x1", 0, sigmas=sigmas
     )
     ours = streams(out["samples"])
+    assert ours[0].shape == native[0].shape
     found = relative(ours[0], native[0])
-    report(f"TDP Upscaler x{scale:g} one tile", group23.world_size, [found], time.perf_counter() - t0)
+    report(f"TDP Upscaler {label} one tile", group.world_size, [found], time.perf_counter() - t0)
     assert found[1] <= RELATIVE_TOLERANCE, found
     assert torch.equal(ours[1], audio)
+    return ours[0].shape
 
 
 def test_vae_decode_exact_and_audio_decode_match_native(comfy23, group23):  # noqa: F811
@@ -292,44 +299,17 @@ def test_sp_sampler_with_the_distilled_lora_matches_lora_loader(comfy23):  # noq
 
 
 def test_tdp_upscaler_with_a_temporal_upscaler_matches_native_stage2(comfy23, group23):  # noqa: F811
-    """A temporal x2 latent upscaler (ComfyUI's LatentUpsampler with temporal_upsample, as LTX-2 ships
-    one): the TDP stage doubles the frames (F latent frames -> 2F - 1) as LTXVLatentUpsampler does and
-    samples them like the native stage 2; the audio passes through unchanged."""
+    """A temporal x2 latent upscaler (ComfyUI's LatentUpsampler with temporal_upsample): the TDP stage
+    doubles the frames (F latent frames -> 2F - 1) as LTXVLatentUpsampler does and samples them like the
+    native stage 2; the audio passes through unchanged."""
     import folder_paths
-    from comfy_extras import nodes_hunyuan, nodes_lt_upsampler
+    from comfy_extras import nodes_hunyuan
 
-    from ltx2_mgpu.nodes.tdp_upscaler import LTX2TDPUpscaler
     from ltx2_mgpu.workers.embedded.tiny_ltx23 import write_tiny_temporal_upsampler
 
     c = comfy23
     path = write_tiny_temporal_upsampler(c.files.checkpoint.parent / "tiny-temporal-upscaler-x2.safetensors")
     folder_paths.add_model_folder_path("latent_upscale_models", str(path.parent))
     (upscaler,) = nodes_hunyuan.LatentUpscaleModelLoader.execute(path.name)
-    positive, negative, _, sigmas = av_inputs(c)
-    generator = torch.Generator().manual_seed(6)
-    video = torch.randn(1, 128, 3, 4, 6, generator=generator)
-    audio = torch.randn(1, 8, 18, 16, generator=generator)
-    with torch.inference_mode():
-        (upscaled,) = nodes_lt_upsampler.LTXVLatentUpsampler.execute({"samples": video}, upscaler, c.vae)
-    assert upscaled["samples"].shape[2] == 2 * video.shape[2] - 1
-    (latent,) = c.lt.LTXVConcatAVLatent.execute(
-        upscaled, {"samples": audio, "noise_mask": torch.zeros(audio.shape)}
-    )
-    (guider,) = c.cs.CFGGuider.execute(c.model, positive, negative, 3.0)
-    (noise,) = c.cs.RandomNoise.execute(SEED)
-    (sampler,) = c.cs.KSamplerSelect.execute("euler_ancestral")
-    with torch.inference_mode():
-        native = streams(
-            c.cs.SamplerCustomAdvanced.execute(noise, guider, sampler, sigmas, latent)[0]["samples"]
-        )
-    t0 = time.perf_counter()
-    stage1 = {"samples": c.NestedTensor((video, audio))}
-    (out,) = LTX2TDPUpscaler().upscale(
-        group23, positive, negative, stage1, path.name, "euler_ancestral", 3.0, SEED, "1x1", 0, sigmas=sigmas
-    )
-    ours = streams(out["samples"])
-    assert ours[0].shape == native[0].shape
-    found = relative(ours[0], native[0])
-    report("TDP Upscaler temporal x2 one tile", group23.world_size, [found], time.perf_counter() - t0)
-    assert found[1] <= RELATIVE_TOLERANCE, found
-    assert torch.equal(ours[1], audio)
+    shape = assert_tdp_one_tile_matches_native(c, group23, path, upscaler, "temporal x2", seed=6)
+    assert tuple(shape[2:]) == (2 * 3 - 1, 4, 6)  # frames doubled less the first, size kept
