@@ -173,10 +173,14 @@ def test_sigterm_idle_leaves_nothing_and_the_console_shows_each_step(case, tiny)
     loaded = f"{CONSOLE_PREFIX} loaded {tiny.checkpoint.name} (float32) into {WORKERS} workers in "
     reused = f"{CONSOLE_PREFIX} reusing {tiny.checkpoint.name} (float32), already loaded in {WORKERS} workers: no reload"
     stopped = f"{CONSOLE_PREFIX} SIGTERM: stopped {WORKERS} workers in "
-    # The loader names the file's LTX release and weight format before anything starts.
+    # The loader's pre-flight (what each worker needs; a block whose first line carries the prefix) and
+    # the file's LTX release and weight format, before anything starts.
+    preflight = (
+        f"{CONSOLE_PREFIX} pre-flight: weights replicated, max_video_tokens 32,768, {WORKERS} CPU workers"
+    )
     family = f"{CONSOLE_PREFIX} {tiny.checkpoint.name}: LTX-2, weights bf16"
     lines = pack_lines(server)
-    expected = [family, started, loaded, reused, reused, stopped]
+    expected = [preflight, family, started, loaded, reused, reused, stopped]
     assert len(lines) == len(expected) and all(map(str.startswith, lines, expected)), lines
     print(f"\n[stop] SIGTERM idle: ComfyUI exited in {exit_s:.2f} s; 1 segment before, 0 after")
     print("\n".join(lines))

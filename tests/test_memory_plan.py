@@ -136,7 +136,7 @@ def test_the_console_block_and_cpu_workers(caplog):
         found, reserve = preflight(shapes, dtypes, ["cpu", "cpu"], "offloaded", TOKENS, "bfloat16")
     block = found.console_block()
     assert block in caplog.text  # printed as one block
-    assert block.splitlines()[0] == "pre-flight: weights offloaded, max_video_tokens 24,576, 2 GPUs"
+    assert block.splitlines()[0] == "pre-flight: weights offloaded, max_video_tokens 24,576, 2 CPU workers"
     assert (
         "cpu: model 3.8 GiB + text encoder 0.0 GiB + activations 4.5 GiB + runtime 0.0 GiB = 8.2 GiB host memory"
         in block

@@ -97,9 +97,10 @@ class PreFlight:
         return all(need.fits for need in self.needs[option])
 
     def console_block(self) -> str:
-        lines = [
-            f"pre-flight: weights {self.chosen}, max_video_tokens {self.max_video_tokens:,}, {len(self.needs[self.chosen])} GPUs"
-        ]
+        needs = self.needs[self.chosen]
+        on_gpus = all(n.capacity_bytes is not None for n in needs)  # CPU workers have no device capacity
+        workers = f"{len(needs)} {'GPUs' if on_gpus else 'CPU workers'}"
+        lines = [f"pre-flight: weights {self.chosen}, max_video_tokens {self.max_video_tokens:,}, {workers}"]
         for need in self.needs[self.chosen]:
             lines.append(f"  {describe_need(need)}")
         per_option = ", ".join(
