@@ -29,14 +29,22 @@ OUTPUT_NODES = frozenset({"SaveVideo", "PreviewAny", "PreviewImage", "SaveLatent
 def _swap_loader(prompt: dict) -> dict:
     """The MGPU Loader for the template's model loader; the LoRA on its MODEL moves into the loader (whose
     MODEL carries the LoRA file's metadata, which GetICLoRAParameters reads for an IC-LoRA)."""
+    base = {
+        **TWIN_LOADER, "lora_name": "None", "lora_strength": 1.0, "video_vae_name": FROM_CHECKPOINT,
+        "audio_vae_name": FROM_CHECKPOINT,
+    }  # fmt: skip
+    return swap_loader(prompt, base, lora_in_loader=True)
+
+
+def swap_loader(prompt: dict, base_inputs: dict, *, lora_in_loader: bool) -> dict:
+    """The MGPU Loader (`base_inputs` plus the template's file) wherever CheckpointLoaderSimple's MODEL went
+    (LTX-2.5: UNETLoader's, with the VAELoaders' files for video and audio); with `lora_in_loader`, the
+    LoRA on the checkpoint's MODEL (LoraLoaderModelOnly) moves into the loader and that node's consumers
+    take the loader's MODEL. Every other node unchanged."""
     graph = copy.deepcopy(prompt)
     (checkpoint,) = nodes_of(graph, "CheckpointLoaderSimple") + nodes_of(graph, "UNETLoader")
     inputs = graph[checkpoint]["inputs"]
-    loader = {
-        "ckpt_name": inputs.get("ckpt_name", inputs.get("unet_name")), **TWIN_LOADER,
-        "lora_name": "None", "lora_strength": 1.0, "video_vae_name": FROM_CHECKPOINT,
-        "audio_vae_name": FROM_CHECKPOINT,
-    }  # fmt: skip
+    loader = {"ckpt_name": inputs.get("ckpt_name", inputs.get("unet_name")), **base_inputs}
     replaced = [checkpoint]
     if graph[checkpoint]["class_type"] == "UNETLoader":
         for decoder, vae_input, loader_input in (
@@ -47,7 +55,7 @@ def _swap_loader(prompt: dict) -> dict:
     on_checkpoint = [
         n for n in nodes_of(graph, "LoraLoaderModelOnly") if graph[n]["inputs"]["model"] == [checkpoint, 0]
     ]
-    if on_checkpoint:
+    if lora_in_loader and on_checkpoint:
         (lora,) = on_checkpoint
         lora_inputs = graph.pop(lora)["inputs"]
         loader.update(lora_name=lora_inputs["lora_name"], lora_strength=lora_inputs["strength_model"])

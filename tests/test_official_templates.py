@@ -42,6 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import template_twins
 from comfyui_harness import (
     ComfyUIServer,
     comfyui_in_process,
@@ -113,7 +114,7 @@ FRAMES_TOLERANCE = TOLERANCE
 # parity is bit-level or this envelope: a correct run that sums one value in another order lands there.
 INT8_CONVROT_TOLERANCE = 0.15
 TIMEOUT_S = 1200
-LOADER_ID = "9000"
+LOADER_ID = template_twins.LOADER_ID
 
 
 @dataclass(frozen=True)
@@ -321,37 +322,9 @@ def swap_loader(prompt: dict, *, lora_in_loader: bool, gpus: str = "cpu:2") -> d
     the LoraLoaderModelOnly on the checkpoint's MODEL into the loader (that node's consumers take the
     loader's MODEL; the 2.5 templates and 2.3's flf2v have none; id_lora's second one, the ID-LoRA,
     stays a node on the loader's MODEL). Every other node unchanged."""
-    graph = copy.deepcopy(prompt)
-    (checkpoint,) = nodes_of(graph, "CheckpointLoaderSimple") + nodes_of(graph, "UNETLoader")
-    replaced = [checkpoint]
-    inputs = graph[checkpoint]["inputs"]
-    loader_inputs = {
-        "ckpt_name": inputs.get("ckpt_name", inputs.get("unet_name")),
-        "gpus": gpus,
-        "weight_dtype": "float32",
-    }
-    if graph[checkpoint]["class_type"] == "UNETLoader":
-        for decoder, vae_input, loader_input in (
-            ("VAEDecodeTiled", "vae", "video_vae_name"), ("LTXVAudioVAEDecode", "audio_vae", "audio_vae_name"),
-        ):  # fmt: skip
-            (node,) = nodes_of(graph, decoder)
-            vae_loader = graph[node]["inputs"][vae_input][0]
-            loader_inputs[loader_input] = graph[vae_loader]["inputs"]["vae_name"]
-    on_checkpoint = [
-        node_id for node_id in nodes_of(graph, "LoraLoaderModelOnly")
-        if graph[node_id]["inputs"]["model"] == [checkpoint, 0]
-    ]  # fmt: skip
-    if lora_in_loader and on_checkpoint:
-        (lora,) = on_checkpoint
-        lora_inputs = graph.pop(lora)["inputs"]
-        loader_inputs.update(lora_name=lora_inputs["lora_name"], lora_strength=lora_inputs["strength_model"])
-        replaced.append(lora)
-    graph[LOADER_ID] = {"class_type": "LTX2MGPULoader", "inputs": loader_inputs}
-    for node in graph.values():
-        for key, value in node["inputs"].items():
-            if isinstance(value, list) and value in ([r, 0] for r in replaced):
-                node["inputs"][key] = [LOADER_ID, 1]
-    return graph
+    return template_twins.swap_loader(
+        prompt, {"gpus": gpus, "weight_dtype": "float32"}, lora_in_loader=lora_in_loader
+    )
 
 
 def swap_text_encode(graph: dict) -> dict:
