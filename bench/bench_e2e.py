@@ -287,7 +287,9 @@ def warmup_variant(prompt: dict) -> dict:
     return prompt
 
 
-def run_side(prompt: dict, label: str, sync, devices: list[int], runs: int) -> dict:
+def run_side(prompt: dict, label: str, sync, devices: list[int], runs: int, trace=None) -> dict:
+    if trace is not None:
+        trace.start(label)
     server = StandInServer(sync)
     executor = make_executor(server)
     with MemoryPoller(devices) as warm_memory:
@@ -312,6 +314,8 @@ def run_side(prompt: dict, label: str, sync, devices: list[int], runs: int) -> d
         "frames_shape": best["latents"].get("frames"),
         "waveform_shape": best["latents"].get("waveform"),
     }
+    if trace is not None:  # every call of the warm-up and the timed runs, in order
+        result["trace"] = json.loads(json.dumps(trace.summary()))
     del executor
     gc.collect()
     return result, best["latents"]
@@ -333,17 +337,19 @@ def relative_error(ours, native) -> float:
     return float((ours - native).abs().max() / native.abs().max())
 
 
-def run_job(name: str, prompts: Path, size: str, gpus: str, sync, devices: list[int], runs: int) -> dict:
+def run_job(
+    name: str, prompts: Path, size: str, gpus: str, sync, devices: list[int], runs: int, trace=None
+) -> dict:
     native = json.loads((prompts / f"{name}.{size}.native.json").read_text())
     ours = json.loads((prompts / f"{name}.{size}.ours.json").read_text())
     for node in ours.values():
         if node["class_type"] == "LTX2MGPULoader" and size != "tiny":
             node["inputs"]["gpus"] = gpus
     print(f"[e2e] {name}: native", flush=True)
-    native_result, native_latents = run_side(native, f"{name}-native", sync, devices, runs)
+    native_result, native_latents = run_side(native, f"{name}-native", sync, devices, runs, trace)
     free_everything()
     print(f"[e2e] {name}: ours ({gpus})", flush=True)
-    ours_result, ours_latents = run_side(ours, f"{name}-ours", sync, devices, runs)
+    ours_result, ours_latents = run_side(ours, f"{name}-ours", sync, devices, runs, trace)
     free_everything()
     parity = {}
     for kind in ("video", "audio"):
@@ -400,6 +406,14 @@ def main(argv=None) -> int:
     parser.add_argument("--jobs", nargs="+", default=None, help="which jobs (default: all prepared)")
     parser.add_argument("--runs", type=int, default=1, help="timed runs per side (the fastest is reported)")
     parser.add_argument("--out", type=Path)
+    parser.add_argument(
+        "--trace", action="store_true", help="time every model call and decode (e2e_trace.py)"
+    )
+    parser.add_argument(
+        "--profile-calls",
+        default="",
+        help="FOLDER:I,J,...: torch.profiler tables of model calls I, J (per side, from 0), here and in the ranks",
+    )
     parser.add_argument("--table", type=Path, help="print a result file as the README's table and stop")
     args = parser.parse_args(argv)
     if args.table:
@@ -426,6 +440,11 @@ def main(argv=None) -> int:
     names = args.jobs or list(manifest["jobs"])
     size = "tiny" if args.tiny else "real"
     models = args.models
+    profile_dir, profile_calls = None, set()
+    if args.profile_calls:
+        folder, _, calls = args.profile_calls.rpartition(":")
+        profile_dir, profile_calls = Path(folder), {int(c) for c in calls.split(",")}
+        os.environ["LTX2_MGPU_PROFILE_CALLS"] = f"{profile_dir.resolve()}:{calls}"  # the workers inherit it
     if args.tiny:
         from e2e_models import stage_tiny_models
 
@@ -443,9 +462,15 @@ def main(argv=None) -> int:
     cuda = torch.cuda.is_available() and not args.tiny
     devices = list(range(torch.cuda.device_count())) if cuda else []  # memory of every visible GPU
     sync = torch.cuda.synchronize if cuda else (lambda: None)
+    trace = None
+    if args.trace or profile_dir is not None:
+        from e2e_trace import CallTrace
+
+        trace = CallTrace(sync, profile_calls, profile_dir)
+        trace.install()
     results = {}
     for name in names:
-        results[name] = run_job(name, args.prompts, size, args.gpus, sync, devices, args.runs)
+        results[name] = run_job(name, args.prompts, size, args.gpus, sync, devices, args.runs, trace)
         results[name]["job"] = manifest["jobs"][name]
     report = {
         "benchmark": "bench_e2e: official two-stage template jobs, ours vs native, same process and run",

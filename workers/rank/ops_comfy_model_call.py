@@ -13,6 +13,7 @@ import torch
 from ..strategies import shm_prefault
 from ..wire import model_call as wire
 from ..wire.requests import ComfyModelCall, ComfyTextEmbeds
+from .call_profile import profiled_call
 from .ops import InputRejected, op
 
 
@@ -80,7 +81,8 @@ def model_call(job, request: ComfyModelCall) -> dict:
     # a writer fills them; populated on a thread while the forward runs, the write takes none.
     prefaulting = _prefault_in_background(request.out) if writes else None
     started = time.perf_counter()
-    outputs = server.forward(streams, call)
+    with profiled_call(rt.rank, rt.device):  # bench only (LTX2_MGPU_PROFILE_CALLS)
+        outputs = server.forward(streams, call)
     if rt.device.type == "cuda":
         torch.cuda.synchronize(rt.device)
     forward_ms = (time.perf_counter() - started) * 1e3
