@@ -24,6 +24,7 @@ import torch.distributed as dist
 
 from ..engine.comfy.audio_vae import decode_audio, load_audio_vae
 from ..engine.comfy.model import ComfyModel, load_vae_file
+from ..strategies import shm_prefault
 from ..strategies.comfy_na_decode import BandGather, BandNADecoder, is_diffusion_decoder, pixel_scale
 from ..strategies.comfy_vae_decode import SlabDecoder, decode_plan, describe_slabs, padding_mode
 from ..strategies.comfy_vae_encode import SlabEncoder
@@ -149,12 +150,22 @@ def _decode_tiled(job, vae, video: torch.Tensor, image5: torch.Tensor, tiles: Ti
         vae, tiles.tile_px, tiles.overlap_px, tiles.temporal_frames, tiles.temporal_overlap_frames
     )
     output_device = rt.device if rt.backend == "nccl" else CPU
+    flat = image5.view(-1, *image5.shape[2:])
+    first, stop = split_evenly(flat.shape[0], job.world_size)[job.rank]
+    # NOTE [shm prefault]: this rank's frames of the fresh IMAGE fault in while the tiles decode.
+    prefaulting = shm_prefault.prefault_in_background([flat[first:stop]])
     frames, decoded = decode_tiled(vae, video, args, job.rank, job.world_size, output_device)
     start = time.perf_counter()
-    flat = image5.view(-1, *image5.shape[2:])
-    values = frames.movedim(1, -1).reshape(flat.shape)
-    first, stop = split_evenly(flat.shape[0], job.world_size)[job.rank]
-    flat[first:stop].copy_(values[first:stop].to(CPU))
+    mine = frames.movedim(1, -1).reshape(flat.shape)[first:stop]
+    if prefaulting is not None:
+        prefaulting.join()
+    if mine.device.type == "cpu":
+        flat[first:stop].copy_(mine)
+    else:  # through a pinned buffer: a pageable device-to-host copy of 1.3 GB ran at 0.9 GB/s on an H200
+        staging = torch.empty(
+            max(STAGING_BYTES // mine.element_size(), mine[0].numel()), dtype=mine.dtype, pin_memory=True
+        )
+        copy_through(flat[first:stop].unsqueeze(0), mine.contiguous().unsqueeze(0), staging)
     return {"plan": args.describe(), "tiles": decoded, "write_s": round(time.perf_counter() - start, 6)}
 
 

@@ -5,7 +5,6 @@ call) and ComfyTextEmbeds (the text connectors), both in workers/wire/requests.p
 
 from __future__ import annotations
 
-import threading
 import time
 
 import torch
@@ -79,7 +78,7 @@ def model_call(job, request: ComfyModelCall) -> dict:
     writes = rt.rank == 0 if groups is None else groups.member == 0
     # NOTE [shm prefault]: this job's fresh mapping of the output slots would fault on every page as
     # a writer fills them; populated on a thread while the forward runs, the write takes none.
-    prefaulting = _prefault_in_background(request.out) if writes else None
+    prefaulting = shm_prefault.prefault_in_background(request.out) if writes else None
     started = time.perf_counter()
     with profiled_call(rt.rank, rt.device):  # bench only (LTX2_MGPU_PROFILE_CALLS)
         outputs = server.forward(streams, call)
@@ -101,6 +100,8 @@ def model_call(job, request: ComfyModelCall) -> dict:
         "split_forwards": server.parallel.split_forwards,
         "forward_ms": forward_ms,
         "guidance_groups": 1 if groups is None else groups.groups,
+        # NOTE [call graphs]: this server's CUDA graph replays and captures so far (None: not captured)
+        "cuda_graphs": None if server.graphs is None else [server.graphs.replays, server.graphs.captures],
     }
 
 
@@ -127,19 +128,6 @@ def _guidance_share(job, model, request: ComfyModelCall, call: dict, streams: li
     if share is None:
         return None, None
     return groups, share
-
-
-def _prefault_in_background(slots: list[torch.Tensor]) -> threading.Thread | None:
-    setting = shm_prefault.prefault_setting()  # LTX2_MGPU_PREFAULT=0 turns it off
-    if setting == "off":
-        return None
-    method = None if setting == "auto" else setting
-    # Nothing else writes the slots during the forward, so any method (even "touch") is safe here.
-    thread = threading.Thread(
-        target=lambda: [shm_prefault.prefault(slot, method=method) for slot in slots], daemon=True
-    )
-    thread.start()
-    return thread
 
 
 @op(ComfyTextEmbeds)

@@ -23,6 +23,7 @@ import errno
 import functools
 import mmap
 import os
+import threading
 
 import torch
 
@@ -54,6 +55,19 @@ def prefault_setting(value: str | bool | None = None) -> str:
             f"default), 0/off, or force one of {PREFAULT_METHODS}"
         )
     return value
+
+
+def prefault_in_background(tensors: list[torch.Tensor]) -> threading.Thread | None:
+    """Pre-fault `tensors` (views of shared segments this rank alone writes, and not before the thread
+    is joined) on a thread, with the PREFAULT_ENV setting; None when that is "off"."""
+    setting = prefault_setting()
+    if setting == "off":
+        return None
+    method = None if setting == "auto" else setting
+    # Nothing else writes these bytes until the join, so any method (even "touch") is safe.
+    thread = threading.Thread(target=lambda: [prefault(t, method=method) for t in tensors], daemon=True)
+    thread.start()
+    return thread
 
 
 def byte_ranges(view: torch.Tensor) -> torch.Tensor:

@@ -1,0 +1,107 @@
+"""CUDA graphs of whole model calls (workers/engine/comfy/call_graphs.py, NOTE [call graphs]).
+
+What decides a replay is checked on the CPU: the key leaves out only ComfyUI's per-job cond uuids,
+the inputs rebuilt for the capture keep the call's structure, and moving a weight changes the key.
+On a GPU (marked `gpu`): the MGPU Loader's MODEL on one GPU worker under ComfyUI's own sampling, with
+graphs (the default) and without (LTX2_MGPU_CUDA_GRAPHS=0): the second and third steps replay a
+captured graph, and the result is the eager one bit for bit.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+import torch
+from test_comfyui_native_parity import comfy  # noqa: F401
+from test_group_model import GRAPHS, errors, run_graph
+
+from conftest import assert_no_leaks
+from ltx2_mgpu.workers.engine.comfy.call_graphs import _rebuild, _signature, weight_addresses
+from ltx2_mgpu.workers.group.manager import get_manager
+
+
+def _call(step: float) -> dict:
+    return {
+        "streams": [torch.zeros(1, 4, 3), torch.zeros(1, 2)],
+        "timestep": [torch.tensor([step]), torch.tensor([step])],
+        "kwargs": {"frame_rate": 25.0, "latent_shapes": [torch.Size([1, 128, 2, 3, 4])]},
+        "options": {"uuids": [uuid.uuid4()], "cond_or_uncond": [0, 1], "sigmas": torch.tensor([step])},
+    }
+
+
+def test_steps_of_one_sampler_share_a_key_and_other_shapes_or_values_do_not():
+    first, second = _call(0.9), _call(0.4)  # other timestep values, other uuids: one graph serves both
+    assert _signature(first, []) == _signature(second, [])
+    other = _call(0.9)
+    other["kwargs"]["frame_rate"] = 24.0  # a Python value the model reads on the host
+    assert _signature(other, []) != _signature(first, [])
+    other = _call(0.9)
+    other["streams"][0] = torch.zeros(1, 4, 5)
+    assert _signature(other, []) != _signature(first, [])
+
+
+def test_the_captured_call_keeps_the_structure_and_takes_the_graphs_tensors():
+    call = _call(0.9)
+    leaves: list[torch.Tensor] = []
+    _signature(call, leaves)
+    buffers = [t.clone() + 1 for t in leaves]
+    rebuilt = _rebuild(call, iter(buffers))
+    assert list(rebuilt) == list(call) and rebuilt["options"]["uuids"] is call["options"]["uuids"]
+    assert isinstance(rebuilt["kwargs"]["latent_shapes"][0], torch.Size)
+    again: list[torch.Tensor] = []
+    _signature(rebuilt, again)
+    assert len(again) == 5 and all(a is b for a, b in zip(again, buffers))  # each in its own place
+    assert torch.equal(rebuilt["timestep"][1], call["timestep"][1] + 1)
+
+
+def test_a_moved_weight_changes_the_key_and_a_weight_patched_in_place_does_not():
+    layer = torch.nn.Linear(4, 4)
+    before = weight_addresses(layer)
+    with torch.no_grad():
+        layer.weight.add_(1.0)  # a LoRA written into the same memory: the replay reads it
+    assert weight_addresses(layer) == before
+    layer.weight = torch.nn.Parameter(
+        layer.weight.detach().clone()
+    )  # a reload: the graph would read freed memory
+    assert weight_addresses(layer) != before
+
+
+def _sample_on_one_gpu(comfy, tiny, name: str) -> tuple[list[torch.Tensor], list]:  # noqa: F811
+    from ltx2_mgpu.nodes.loader import LTX2MGPULoader
+
+    _mgpu, model, _info = LTX2MGPULoader().load(tiny.checkpoint.name, "cuda:0", "float32")
+    call = model.model.diffusion_model.call
+    replies, run_job = [], call._run_job
+    call._run_job = lambda request: replies.append(run_job(request)) or replies[-1]
+    try:
+        out = run_graph(comfy, model, GRAPHS[name])
+    finally:
+        call._run_job = run_job
+    return out, [r[0]["cuda_graphs"] for r in replies if "forward_ms" in r[0]]
+
+
+@pytest.mark.gpu
+@pytest.mark.comfyui
+@pytest.mark.parametrize("name", ["t2v-cfg3", "keyframe-guide-0.7", "stg-block1"])
+def test_replayed_model_calls_equal_eager_ones_bit_for_bit(comfy, tiny, name):  # noqa: F811
+    manager = get_manager()
+    try:
+        manager.env.pop("LTX2_MGPU_CUDA_GRAPHS", None)
+        graphed, counts = _sample_on_one_gpu(comfy, tiny, name)
+        manager.unload()
+        manager.env["LTX2_MGPU_CUDA_GRAPHS"] = "0"
+        eager, eager_counts = _sample_on_one_gpu(comfy, tiny, name)
+    finally:
+        manager.env.pop("LTX2_MGPU_CUDA_GRAPHS", None)
+        manager.unload()
+    assert_no_leaks()
+    native = run_graph(comfy, comfy.model, GRAPHS[name])
+    print(
+        f"\n[call graphs] {name}: replays/captures per call {counts}; vs native (CPU) {errors(graphed, native)}"
+    )
+    assert set(eager_counts) == {None}
+    assert counts[-1][0] >= 1 and counts[-1][1] >= 1, counts  # the later steps replayed a captured graph
+    for a, b in zip(graphed, eager):
+        assert torch.equal(a, b), (name, float((a - b).abs().max()))
+    assert all(rel <= 1e-5 for _, rel in errors(graphed, native))
