@@ -90,9 +90,10 @@ def projection_width(checkpoint: str | Path) -> int:
     return int(shape[0])
 
 
-def encode_gemma4(mgpu_model: MGPUModel, path: Path, text: str, node_id) -> list:
-    """CONDITIONING of LTX-2.5's Gemma 4 file, computed by ComfyUI's own encoder on rank 0
-    (workers/rank/ops_text_gemma4.py). The comfy backend only: ltx-core has no Gemma 4."""
+def encode_gemma4(mgpu_model: MGPUModel, path: Path, text: str, node_id, placement: str = "auto") -> list:
+    """CONDITIONING of LTX-2.5's Gemma 4 file, computed by ComfyUI's own encoder, whole on rank 0 or
+    its layers spread over the group (workers/rank/ops_text_gemma4.py). The comfy backend only:
+    ltx-core has no Gemma 4."""
     if mgpu_model.backend != BACKEND_COMFY:
         raise ValueError(
             f"{path.name} is Gemma 4 (LTX-2.5's text encoder), which runs on the comfy backend only; load the "
@@ -109,7 +110,7 @@ def encode_gemma4(mgpu_model: MGPUModel, path: Path, text: str, node_id) -> list
     # Gemma's byte-fallback tokens never outnumber the prompt's UTF-8 bytes; + BOS and slack.
     max_tokens = len(text.encode("utf-8")) + GEMMA4_SPECIAL_TOKENS
     out = output_slot((1, max_tokens, width), torch.float32)
-    request = EncodeGemma4(text_encoder=str(path), text=text, outputs=[out])
+    request = EncodeGemma4(text_encoder=str(path), text=text, outputs=[out], placement=placement)
     results = run_job(mgpu_model, request, node_id=node_id, total=1)
     tokens = int(results[0]["tokens"])
     return [[out.tensor[:, :tokens].clone(), {"pooled_output": None, "unprocessed_ltxav_embeds": True}]]
@@ -149,7 +150,8 @@ class LTX2MGPUTextEncode:
                     {
                         "tooltip": "Gemma 3 12B: the file LTXAVTextEncoderLoader takes (e.g. gemma_3_12B_it.safetensors), "
                         "or a google/gemma-3-12b-it folder (listed as 'name/'). LTX-2.5: the Gemma 4 file "
-                        "CLIPLoader takes (gemma4-12b-with-proj-ltx-2.5), run by ComfyUI's own encoder on one GPU."
+                        "CLIPLoader takes (gemma4-12b-with-proj-ltx-2.5), run by ComfyUI's own encoder on one GPU or "
+                        "with its layers spread over the GPUs."
                     },
                 ),
                 "text": (
@@ -165,7 +167,8 @@ class LTX2MGPUTextEncode:
                     {
                         "default": "auto",
                         "tooltip": "layers: Gemma's layers split over the GPUs by free memory. replicas: a full copy "
-                        "on every GPU. auto: replicas when a copy fits each GPU comfortably, else layers.",
+                        "on every GPU. auto: replicas when a copy fits each GPU comfortably, else layers. "
+                        "Gemma 4 (LTX-2.5): replicas runs it on the first GPU; auto does so when it fits there.",
                     },
                 ),
             },
@@ -201,7 +204,7 @@ class LTX2MGPUTextEncode:
         is_gemma4 = path.is_file() and is_gemma4_file(path)
         check_text_encoder_fits(path, mgpu_model.checkpoint, is_gemma4)  # before any worker reads it
         if is_gemma4:
-            return (encode_gemma4(mgpu_model, path, text, unique_id),)
+            return (encode_gemma4(mgpu_model, path, text, unique_id, placement),)
         gemma = open_gemma(path)  # the file's own errors first, before a tokenizer is looked for
         loras = text_lora_entry(lora_name, lora_strength, gemma.shapes)
         ids = load_prompt_tokenizer(path).token_ids(text)

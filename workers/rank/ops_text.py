@@ -147,7 +147,7 @@ def _validate(job, request: EncodeText) -> EncodeRequest:
     return EncodeRequest(path, files, stamp, placement, projection, loras)
 
 
-def _free_bytes(job) -> list[tuple[str, int]]:
+def free_bytes(job) -> list[tuple[str, int]]:
     """(device, free bytes for this rank) of every rank; collective. Ranks sharing a device (or the
     host's memory, for CPU ranks) split its free memory evenly."""
     rt = job.runtime
@@ -200,7 +200,7 @@ def split_layers(num_layers: int, capacities: list[int]) -> tuple[tuple[int, int
 def _plan(job, files: GemmaFiles, dtype: torch.dtype, wanted: str) -> tuple[str, tuple[tuple[int, int], ...]]:
     """Placement and every rank's layer block; collective (free memory is gathered)."""
     config, world = files.config, job.world_size
-    free = _free_bytes(job)
+    free = free_bytes(job)
     weights = files.size_bytes(dtype)
     placement = wanted
     if wanted == "auto":

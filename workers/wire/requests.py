@@ -597,18 +597,22 @@ class EncodeText(Request):
 
 @dataclass(frozen=True)
 class EncodeGemma4(Request):
-    """MGPU Text Encode on LTX-2.5's Gemma 4 file (comfy backend): ComfyUI's own encoder on rank 0
-    (rank/ops_text_gemma4.py). outputs[0]: [1, max_tokens, projection width] float32, of which rank 0
-    writes the first `tokens` rows (its reply says how many)."""
+    """MGPU Text Encode on LTX-2.5's Gemma 4 file (comfy backend): ComfyUI's own encoder, whole on
+    rank 0 or its layers spread over the group (`placement`, as EncodeText's; rank/ops_text_gemma4.py).
+    outputs[0]: [1, max_tokens, projection width] float32, of which rank 0 writes the first `tokens`
+    rows (its reply says how many)."""
 
     OP: ClassVar[str] = "encode_gemma4"
     text_encoder: str
     text: str
     outputs: list[Output]
+    placement: str = "auto"
 
     def check(self) -> None:
         if len(self.outputs) != 1:
             raise ValueError(f"encode_gemma4 takes one output slot, got {len(self.outputs)}")
+        if self.placement not in TEXT_PLACEMENTS:
+            raise ValueError(f"placement {self.placement!r} is not one of {', '.join(TEXT_PLACEMENTS)}")
 
 
 # ----- benchmarks -------------------------------------------------------------------------------

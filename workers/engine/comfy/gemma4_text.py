@@ -4,7 +4,9 @@ The 12B file loads exactly as CLIPLoader(type ltxv) loads it (comfy.sd.load_clip
 Gemma 4 12B from a fixed config, so a file of other widths (the embedded tiny one) is built from
 the same classes with the sizes read from its weights; everything else (tokenizer, Gemma's forward,
 the token cut, the dual projection) is ComfyUI's. Encoding is CLIPTextEncode's two calls, so the
-CONDITIONING is native's. Import only after bootstrap.import_comfyui.
+CONDITIONING is native's. With a LayerSplit (gemma4_layer_split.py) the same model is built with
+relays in place of the layers this rank does not hold, from the same classes and detection.
+Import only after bootstrap.import_comfyui.
 """
 
 from __future__ import annotations
@@ -16,22 +18,38 @@ from typing import Any
 
 import torch
 
+from .gemma4_layer_split import LayerSplit, install_relays
+
 # Gemma 4 12B as ComfyUI's Gemma4_12B_Config sizes it; a file with these loads through load_clip.
 _GEMMA4_12B_HIDDEN, _GEMMA4_12B_LAYERS = 3840, 48
 TOKENIZER_KEY = "tokenizer_json"
 
 
-def load_gemma4_text_encoder(path: Path, device: torch.device) -> Any:
-    """comfy.sd.CLIP of a Gemma 4 "with projection" file, on `device`."""
+def load_gemma4_text_encoder(path: Path, device: torch.device, split: LayerSplit | None = None) -> Any:
+    """comfy.sd.CLIP of a Gemma 4 "with projection" file, on `device`; with `split`, holding only
+    this rank's layers."""
+    import comfy.model_management
     import comfy.sd
     import comfy.utils
 
-    sd = comfy.utils.load_torch_file(str(path), safe_load=True)
+    sd, metadata = comfy.utils.load_torch_file(str(path), safe_load=True, return_metadata=True)
     hidden, layers = sd["model.embed_tokens.weight"].shape[1], _count_layers(sd)
+    is_12b = (hidden, layers) == (_GEMMA4_12B_HIDDEN, _GEMMA4_12B_LAYERS)
     options = {"load_device": device, "offload_device": device}
-    if (hidden, layers) == (_GEMMA4_12B_HIDDEN, _GEMMA4_12B_LAYERS):
+    if split is None and is_12b:
         return comfy.sd.load_clip([str(path)], clip_type=comfy.sd.CLIPType.LTXV, model_options=options)
-    return _clip_at_file_sizes(sd, options)
+    if split is None:
+        return _clip_at_file_sizes(sd, options)
+    if is_12b:  # load_clip's steps for this file, with our model class in place of Gemma4_12B
+        sd, _ = comfy.utils.convert_old_quants(sd, model_prefix="", metadata=metadata)
+        base, detected = _gemma4().Gemma4_12B, comfy.sd.llama_detect([sd])
+    else:
+        base, detected = _gemma4_class_from_weights(sd, _gemma4()), {}
+    # Built on the CPU, where the dropped layers' never-written weights take no memory, then moved.
+    options["initial_device"] = torch.device("cpu")
+    clip = _clip(sd, _with_relays(base, split), detected, options)
+    comfy.model_management.load_models_gpu([clip.patcher], force_full_load=True)
+    return clip
 
 
 def encode(clip: Any, text: str) -> torch.Tensor:
@@ -45,13 +63,37 @@ def _count_layers(sd: dict[str, torch.Tensor]) -> int:
     return 1 + max(int(k.split(".")[2]) for k in sd if k.startswith("model.layers."))
 
 
+def _gemma4() -> Any:
+    from comfy.text_encoders import gemma4
+
+    return gemma4
+
+
 def _clip_at_file_sizes(sd: dict[str, torch.Tensor], options: dict) -> Any:
+    return _clip(sd, _gemma4_class_from_weights(sd, _gemma4()), {}, options)
+
+
+def _with_relays(base: type, split: LayerSplit) -> type:
+    """`base` (a ComfyUI Gemma 4 class) whose transformer holds only `split`'s layers of this rank."""
+
+    class Gemma4HeldLayers(base):
+        def __init__(self, config_dict: dict, dtype: Any, device: Any, operations: Any) -> None:
+            super().__init__(config_dict, dtype, device, operations)
+            install_relays(self.model, split)
+
+    Gemma4HeldLayers.tokenizer = base.tokenizer
+    return Gemma4HeldLayers
+
+
+def _clip(sd: dict[str, torch.Tensor], model_class: type, detected: dict, options: dict) -> Any:
+    """comfy.sd.CLIP as load_text_encoder_state_dicts builds it for LTX with Gemma 4 (`detected`:
+    its llama_detect of the file, if it passes one)."""
     import comfy.sd
     import comfy.supported_models_base
     from comfy.text_encoders import gemma4, lt
 
-    model_class = _gemma4_class_from_weights(sd, gemma4)
     clip_class = lt.ltxav_te(
+        **detected,
         **lt.sd_detect([sd]),
         text_encoder_model=gemma4.gemma4_text_encoder_model(model_class),
         text_encoder_key="gemma4",

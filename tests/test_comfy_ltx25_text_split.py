@@ -1,0 +1,86 @@
+"""MGPU Text Encode on the tiny LTX-2.5 Gemma 4 file with its layers spread over 2 and 3 CPU workers
+(placement "layers": ComfyUI's own layer loop with relays between ranks), against native
+CLIPTextEncode on the same file in this process (opt-in: COMFYUI_PATH).
+
+Each rank must hold exactly its block of layers (the replies list the layers whose weights a rank
+holds, read from its model), the blocks must cover Gemma's 48 layers once, and the CONDITIONING must
+be native's (bound 1e-5 of its largest magnitude; on one device type it is bit for bit).
+Run: COMFYUI_PATH=... python -m pytest -s tests/test_comfy_ltx25_text_split.py
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from test_comfy_ltx25_nodes import RELATIVE_TOLERANCE, load_ours, relative
+from test_tiny_ltx25 import native25  # noqa: F401
+
+from conftest import assert_no_leaks
+from ltx2_mgpu.workers.group.manager import get_manager
+
+pytestmark = pytest.mark.comfyui
+
+PROMPT = "A red fox runs through fresh snow at dawn, cinematic."
+GEMMA4_LAYERS = 48  # the tiny file keeps 12B's layer count
+
+
+def keep_replies(monkeypatch) -> list[list[dict]]:
+    """The node's jobs' replies (one dict per rank), kept as the node runs them."""
+    from ltx2_mgpu.nodes import text_encode
+
+    replies: list[list[dict]] = []
+    run_job = text_encode.run_job
+
+    def run_and_keep(*args, **kwargs) -> list[dict]:
+        replies.append(run_job(*args, **kwargs))
+        return replies[-1]
+
+    monkeypatch.setattr(text_encode, "run_job", run_and_keep)
+    return replies
+
+
+@pytest.mark.parametrize("ranks", (2, 3))
+def test_gemma4_layer_split_matches_clip_text_encode(native25, tiny25, ranks, monkeypatch):  # noqa: F811
+    from ltx2_mgpu.nodes.text_encode import LTX2MGPUTextEncode
+
+    replies = keep_replies(monkeypatch)
+    with torch.inference_mode():
+        (native,) = native25.nodes.CLIPTextEncode().encode(native25.clip, PROMPT)
+    model, _ = load_ours(tiny25, ranks, tiny25.transformer)
+    try:
+        (ours,) = LTX2MGPUTextEncode().encode(model, tiny25.text_encoder.name, PROMPT, placement="layers")
+        (again,) = LTX2MGPUTextEncode().encode(model, tiny25.text_encoder.name, PROMPT, placement="layers")
+    finally:
+        get_manager().unload()
+        assert_no_leaks()
+    rel = relative(ours[0][0], native[0][0])
+    print(f"\n[LTX-2.5 Gemma 4 layer split, {ranks} ranks] rel {rel:.2e}, {ours[0][0].shape[1]} tokens")
+    assert rel <= RELATIVE_TOLERANCE
+    assert torch.equal(again[0][0], ours[0][0])  # the resident split encodes the same again
+    assert ours[0][1]["unprocessed_ltxav_embeds"] is True
+    for reply in replies:
+        assert [r["placement"] for r in reply] == ["layers"] * ranks
+        held = [r["layers"] for r in reply]
+        assert all(held), held  # every rank holds layers ...
+        assert sum(held, []) == list(range(GEMMA4_LAYERS)), held  # ... a block each, in rank order
+    assert replies[0][0]["tokens"] == ours[0][0].shape[1]
+
+
+def test_gemma4_auto_runs_whole_on_rank0_when_it_fits(native25, tiny25, monkeypatch):  # noqa: F811
+    """The tiny file fits rank 0 with room to spare: "auto" runs it there, the other rank holds none."""
+    from ltx2_mgpu.nodes.text_encode import LTX2MGPUTextEncode
+
+    replies = keep_replies(monkeypatch)
+    with torch.inference_mode():
+        (native,) = native25.nodes.CLIPTextEncode().encode(native25.clip, PROMPT)
+    model, _ = load_ours(tiny25, 2, tiny25.transformer)
+    try:
+        (ours,) = LTX2MGPUTextEncode().encode(model, tiny25.text_encoder.name, PROMPT, placement="auto")
+    finally:
+        get_manager().unload()
+        assert_no_leaks()
+    assert relative(ours[0][0], native[0][0]) <= RELATIVE_TOLERANCE
+    assert [(r["placement"], r["layers"]) for r in replies[0]] == [
+        ("rank 0", list(range(GEMMA4_LAYERS))),
+        ("rank 0", []),
+    ]
