@@ -3,8 +3,9 @@
 CLIPTextEncode on the same file in this process (opt-in: COMFYUI_PATH).
 
 Each rank must hold exactly its block of layers (the replies list the layers whose weights a rank
-holds, read from its model), the blocks must cover Gemma's 48 layers once, and the CONDITIONING must
-be native's (bound 1e-5 of its largest magnitude; on one device type it is bit for bit).
+holds, read from its model), the blocks must cover Gemma's 48 layers once, ranks > 0 must hold
+nothing else of size (rank 0 alone runs the embedding and the LTX projection), and the CONDITIONING
+must be native's (bound 1e-5 of its largest magnitude; on one device type it is bit for bit).
 Run: COMFYUI_PATH=... python -m pytest -s tests/test_comfy_ltx25_text_split.py
 """
 
@@ -54,7 +55,12 @@ def test_gemma4_layer_split_matches_clip_text_encode(native25, tiny25, ranks, mo
         get_manager().unload()
         assert_no_leaks()
     rel = relative(ours[0][0], native[0][0])
-    print(f"\n[LTX-2.5 Gemma 4 layer split, {ranks} ranks] rel {rel:.2e}, {ours[0][0].shape[1]} tokens")
+    blocks = [(r["layers"][0], r["layers"][-1] + 1) if r["layers"] else () for r in replies[0]]
+    others = [r["weight_bytes"]["other"] for r in replies[0]]
+    print(
+        f"\n[LTX-2.5 Gemma 4 layer split, {ranks} ranks] rel {rel:.2e}, {ours[0][0].shape[1]} tokens, "
+        f"layers {blocks}, bytes outside layers {others}"
+    )
     assert rel <= RELATIVE_TOLERANCE
     assert torch.equal(again[0][0], ours[0][0])  # the resident split encodes the same again
     assert ours[0][1]["unprocessed_ltxav_embeds"] is True
@@ -63,6 +69,9 @@ def test_gemma4_layer_split_matches_clip_text_encode(native25, tiny25, ranks, mo
         held = [r["layers"] for r in reply]
         assert all(held), held  # every rank holds layers, a block each, in rank order
         assert [i for block in held for i in block] == list(range(GEMMA4_LAYERS)), held
+        sizes = [r["weight_bytes"] for r in reply]
+        # Ranks > 0 hold their layers and the final norm only (no embedding, projection, media embedders).
+        assert all(s["layers"] > 0 and s["other"] * 100 < sizes[0]["other"] for s in sizes[1:]), sizes
     assert replies[0][0]["tokens"] == ours[0][0].shape[1]
 
 

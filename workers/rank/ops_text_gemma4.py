@@ -47,7 +47,12 @@ def encode_gemma4(job, request: EncodeGemma4) -> dict:
     placement, blocks = _plan(job, path, request.placement)
     clip = _cached_encoder(job, model, path, placement, blocks)
     load_s = time.perf_counter() - began
-    reply = {"placement": placement, "layers": _held(clip), "load_s": load_s}
+    reply = {
+        "placement": placement,
+        "layers": _held(clip),
+        "weight_bytes": _weight_bytes(clip),
+        "load_s": load_s,
+    }
     if clip is None:
         return reply
     began = time.perf_counter()
@@ -114,6 +119,12 @@ def _load(job, path: Path, blocks: tuple):
         return load_gemma4_text_encoder(path, device, LayerSplit(job.rank, blocks))
     except ValueError as exc:  # a Gemma 4 whose layers take more than x (check_splittable)
         raise InputRejected(str(exc)) from exc
+
+
+def _weight_bytes(clip) -> dict[str, int]:
+    from ..engine.comfy.gemma4_layer_split import weight_bytes
+
+    return weight_bytes(clip.cond_stage_model) if clip is not None else {"layers": 0, "other": 0}
 
 
 def _held(clip) -> list[int]:

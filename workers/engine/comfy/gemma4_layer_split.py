@@ -15,7 +15,8 @@ waits on it):
   final x, hence the CONDITIONING, are bit for bit a single process's.
 - rank o > 0: the relay for the layer just before its block receives the block's input from rank 0;
   each held layer sends its output to rank 0 (a forward hook). Its other relays pass x through;
-  what it computes after its block is thrown away (only rank 0 writes the output slot).
+  what it computes after its block is thrown away (only rank 0 writes the output slot), so it
+  holds no embedding, image/audio embedders or LTX projection (stand-ins keep the calls working).
 Rank 0 talks to the ranks one after the other in block order; rank o's messages come in the order
 rank 0 expects them.
 """
@@ -27,6 +28,9 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
+
+# Gemma 4's image and audio embedders (text prompts never use them), dropped on ranks > 0.
+MEDIA_EMBEDDERS = ("vision_model", "multi_modal_projector", "audio_model", "audio_projector")
 
 
 @dataclass(frozen=True)
@@ -85,9 +89,12 @@ def check_splittable(config: Any) -> None:
         )
 
 
-def install_relays(transformer: torch.nn.Module, split: LayerSplit) -> None:
-    """Replace the layers this rank does not hold by relays (their weights are freed before any are
-    loaded) and, on ranks > 0, send each held layer's output to rank 0."""
+def install_split(gemma: torch.nn.Module, split: LayerSplit) -> None:
+    """Trim ComfyUI's Gemma 4 model `gemma` (its `.model` the transformer), freshly built and not yet
+    loaded, to what this rank runs: relays for the layers it does not hold; on ranks > 0, each held
+    layer also sends its output to rank 0, and the parts only rank 0's result needs go (the
+    embedding becomes ShapeOnlyEmbedding, the image and audio embedders are dropped)."""
+    transformer = gemma.model
     check_splittable(transformer.config)
     start, stop = split.held
     for i in range(len(transformer.layers)):
@@ -98,11 +105,39 @@ def install_relays(transformer: torch.nn.Module, split: LayerSplit) -> None:
         relay = LayerRelay(split, i)
         transformer.layers[i] = relay
         transformer._prefetch_units[i] = relay  # ComfyUI's prefetch list holds the layers too
+    if split.rank > 0:
+        transformer.embed_tokens = ShapeOnlyEmbedding(transformer.config.hidden_size)
+        for name in MEDIA_EMBEDDERS:
+            if hasattr(gemma, name):
+                delattr(gemma, name)
+
+
+class ShapeOnlyEmbedding(torch.nn.Module):
+    """The token embedding on ranks > 0: zeros of the embedding's shape. What the layers before a
+    rank's block see is never used there (the relay before the block replaces it)."""
+
+    def __init__(self, width: int) -> None:
+        super().__init__()
+        self.width = width
+        # SDClipModel reads embed_tokens.weight.device when no execution device is set.
+        self.register_buffer("weight", torch.empty(0), persistent=False)
+
+    def forward(self, input_ids: torch.Tensor, out_dtype: torch.dtype | None = None) -> torch.Tensor:
+        dtype = out_dtype or torch.float32
+        return torch.zeros(*input_ids.shape, self.width, dtype=dtype, device=input_ids.device)
 
 
 def held_layers(transformer: torch.nn.Module) -> list[int]:
     """Indices of the layers that hold weights on this rank (for the reply and the tests)."""
     return [i for i, layer in enumerate(transformer.layers) if not isinstance(layer, LayerRelay)]
+
+
+def weight_bytes(model: torch.nn.Module) -> dict[str, int]:
+    """Bytes of `model`'s parameters in Gemma's layers and elsewhere (for the reply and the tests)."""
+    sizes = {"layers": 0, "other": 0}
+    for name, param in model.named_parameters():
+        sizes["layers" if ".layers." in name else "other"] += param.numel() * param.element_size()
+    return sizes
 
 
 def _send_output_to_rank0(module: torch.nn.Module, args: Any, output: tuple) -> None:

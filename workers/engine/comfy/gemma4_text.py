@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from .gemma4_layer_split import LayerSplit, install_relays
+from .gemma4_layer_split import LayerSplit, install_split
 
 # Gemma 4 12B as ComfyUI's Gemma4_12B_Config sizes it; a file with these loads through load_clip.
 _GEMMA4_12B_HIDDEN, _GEMMA4_12B_LAYERS = 3840, 48
@@ -47,7 +47,7 @@ def load_gemma4_text_encoder(path: Path, device: torch.device, split: LayerSplit
         base, detected = _gemma4_class_from_weights(sd, _gemma4()), {}
     # Built on the CPU, where the dropped layers' never-written weights take no memory, then moved.
     options["initial_device"] = torch.device("cpu")
-    clip = _clip(sd, _with_relays(base, split), detected, options)
+    clip = _clip(sd, _with_relays(base, split), detected, options, split)
     comfy.model_management.load_models_gpu([clip.patcher], force_full_load=True)
     return clip
 
@@ -79,15 +79,31 @@ def _with_relays(base: type, split: LayerSplit) -> type:
     class Gemma4HeldLayers(base):
         def __init__(self, config_dict: dict, dtype: Any, device: Any, operations: Any) -> None:
             super().__init__(config_dict, dtype, device, operations)
-            install_relays(self.model, split)
+            install_split(self, split)
 
     Gemma4HeldLayers.tokenizer = base.tokenizer
     return Gemma4HeldLayers
 
 
-def _clip(sd: dict[str, torch.Tensor], model_class: type, detected: dict, options: dict) -> Any:
+def _without_projection(clip_class: type) -> type:
+    class LTXTextEncoderWithoutProjection(clip_class):
+        def __init__(self, device: Any = "cpu", dtype: Any = None, model_options: dict | None = None) -> None:
+            super().__init__(device=device, dtype=dtype, model_options=model_options or {})
+            self.text_embedding_projection = torch.nn.Identity()
+
+    return LTXTextEncoderWithoutProjection
+
+
+def _clip(
+    sd: dict[str, torch.Tensor],
+    model_class: type,
+    detected: dict,
+    options: dict,
+    split: LayerSplit | None = None,
+) -> Any:
     """comfy.sd.CLIP as load_text_encoder_state_dicts builds it for LTX with Gemma 4 (`detected`:
-    its llama_detect of the file, if it passes one)."""
+    its llama_detect of the file, if it passes one). On ranks > 0 of a split, without the LTX
+    projection: their result is thrown away."""
     import comfy.sd
     import comfy.supported_models_base
     from comfy.text_encoders import gemma4, lt
@@ -98,6 +114,8 @@ def _clip(sd: dict[str, torch.Tensor], model_class: type, detected: dict, option
         text_encoder_model=gemma4.gemma4_text_encoder_model(model_class),
         text_encoder_key="gemma4",
     )
+    if split is not None and split.rank > 0:
+        clip_class = _without_projection(clip_class)
     tokenizer = lt.ltxav_gemma4_tokenizer(gemma4.Gemma4_12B.tokenizer)
     target = comfy.supported_models_base.ClipTarget(tokenizer, clip_class)
     tokenizer_data = {TOKENIZER_KEY: sd[TOKENIZER_KEY]} if TOKENIZER_KEY in sd else {}
