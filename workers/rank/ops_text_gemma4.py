@@ -8,19 +8,23 @@ ComfyUI's own encoder (engine/comfy/gemma4_text.py) runs, as CLIPTextEncode runs
 Request placement "auto" runs it whole on rank 0 when the file, with headroom, fits rank 0's free
 memory, else split; "replicas" (one prompt: one copy runs) is rank 0; "layers" splits. The CONDITIONING
 is bit for bit the same either way on one device type. The encoder stays resident in the model's
-extras, keyed by file version and placement. The request is wire/requests.EncodeGemma4; every rank
+extras for its file version; "auto" keeps the resident one, another placement reloads. The request is wire/requests.EncodeGemma4; every rank
 replies its placement and held layers, rank 0 also {"tokens": n}.
 """
 
 from __future__ import annotations
 
 import gc
+import math
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 
 from ..engine.comfy.model import ComfyModel
+from ..wire.memory_plan import SAFETENSORS_ITEM_BYTES
 from ..wire.model_files import read_safetensors_header
 from ..wire.requests import EncodeGemma4
 from .ops import InputRejected, op
@@ -28,6 +32,8 @@ from .ops_text import REPLICA_HEADROOM, free_bytes, split_layers
 
 GEMMA4_KEY = "comfy_gemma4_text_encoder"
 WHOLE, LAYERS = "rank 0", "layers"
+PLACEMENT_RUN = {"replicas": WHOLE, "layers": LAYERS}  # a request's placement -> what runs
+LAYER_PREFIX = "model.layers."
 
 
 @op(EncodeGemma4)
@@ -44,11 +50,11 @@ def encode_gemma4(job, request: EncodeGemma4) -> dict:
         raise InputRejected(f"text encoder {path} does not exist on this machine")
     out = request.outputs[0]
     began = time.perf_counter()
-    placement, blocks = _plan(job, path, request.placement)
-    clip = _cached_encoder(job, model, path, placement, blocks)
+    resident = _resident(job, model, path, request.placement)
+    clip = resident.clip
     load_s = time.perf_counter() - began
     reply = {
-        "placement": placement,
+        "placement": resident.placement,
         "layers": _held(clip),
         "weight_bytes": _weight_bytes(clip),
         "load_s": load_s,
@@ -69,6 +75,37 @@ def encode_gemma4(job, request: EncodeGemma4) -> dict:
     return reply | {"tokens": tokens, "encode_s": time.perf_counter() - began}
 
 
+@dataclass(frozen=True)
+class ResidentGemma4:
+    """The encoder as this rank holds it: clip None where it holds nothing (placement "rank 0", ranks > 0);
+    blocks: every rank's [start, stop) layers for "layers", () otherwise."""
+
+    file_id: tuple
+    placement: str
+    blocks: tuple[tuple[int, int], ...]
+    clip: Any
+
+
+def _resident(job, model: ComfyModel, path: Path, wanted: str) -> ResidentGemma4:
+    """The resident encoder when it serves `wanted`, else the one loaded now. The same on every rank:
+    all ranks keep the same record. "auto" keeps whatever is resident for the file: deciding again
+    would measure free memory that the resident encoder itself takes."""
+    file_id = (str(path), path.stat().st_mtime_ns, path.stat().st_size)
+    current: ResidentGemma4 | None = model.extras.get(GEMMA4_KEY)
+    if current is not None and current.file_id == file_id:
+        if wanted == "auto" or job.world_size == 1 or PLACEMENT_RUN[wanted] == current.placement:
+            return current
+    model.extras.pop(GEMMA4_KEY, None)
+    current = None
+    gc.collect()
+    if job.runtime.device.type == "cuda":
+        torch.cuda.empty_cache()
+    placement, blocks = _plan(job, path, wanted)
+    resident = ResidentGemma4(file_id, placement, blocks, _load(job, path, blocks))
+    model.extras[GEMMA4_KEY] = resident
+    return resident
+
+
 def _plan(job, path: Path, wanted: str) -> tuple[str, tuple[tuple[int, int], ...]]:
     """What runs where, alike on every rank: (placement, every rank's layer block; () when whole)."""
     world = job.world_size
@@ -77,35 +114,21 @@ def _plan(job, path: Path, wanted: str) -> tuple[str, tuple[tuple[int, int], ...
     free = free_bytes(job)  # collective: every rank takes this branch
     if wanted == "auto" and path.stat().st_size * REPLICA_HEADROOM <= free[0][1]:
         return WHOLE, ()
-    layers = _num_layers(path)
+    header = read_safetensors_header(path)
+    layers = 1 + max(int(k.split(".")[2]) for k in header.shapes if k.startswith(LAYER_PREFIX))
     if world > layers:
         raise InputRejected(
             f"{world} ranks but the text encoder {path.name} has {layers} layers; use placement 'replicas'"
         )
     if all(device == "cpu" for device, _ in free):  # one shared memory: split evenly
         return LAYERS, split_layers(layers, [1] * world)
-    return LAYERS, split_layers(layers, [f for _, f in free])
-
-
-def _num_layers(path: Path) -> int:
-    keys = read_safetensors_header(path).shapes
-    return 1 + max(int(k.split(".")[2]) for k in keys if k.startswith("model.layers."))
-
-
-def _cached_encoder(job, model: ComfyModel, path: Path, placement: str, blocks: tuple):
-    """This rank's comfy.sd.CLIP (None where it holds nothing), loaded now unless resident."""
-    stamp = (str(path), path.stat().st_mtime_ns, path.stat().st_size, placement, blocks)
-    cached = model.extras.get(GEMMA4_KEY)
-    if cached is not None and cached[0] == stamp:
-        return cached[1]
-    model.extras.pop(GEMMA4_KEY, None)
-    cached = None
-    gc.collect()
-    if job.runtime.device.type == "cuda":
-        torch.cuda.empty_cache()
-    clip = _load(job, path, blocks)
-    model.extras[GEMMA4_KEY] = (stamp, clip)
-    return clip
+    # Rank 0 also holds everything outside the layers (embedding, LTX projection, media embedders).
+    outside = sum(
+        math.prod(shape) * SAFETENSORS_ITEM_BYTES.get(header.dtypes[k], 1)
+        for k, shape in header.shapes.items()
+        if not k.startswith(LAYER_PREFIX)
+    )
+    return LAYERS, split_layers(layers, [f - (outside if r == 0 else 0) for r, (_, f) in enumerate(free)])
 
 
 def _load(job, path: Path, blocks: tuple):
