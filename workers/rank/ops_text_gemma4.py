@@ -122,6 +122,11 @@ def _plan(job, path: Path, wanted: str) -> tuple[str, tuple[tuple[int, int], ...
         )
     if all(device == "cpu" for device, _ in free):  # one shared memory: split evenly
         return LAYERS, split_layers(layers, [1] * world)
+    if sum(f for _, f in free) < path.stat().st_size:
+        raise InputRejected(
+            f"the text encoder {path.name} needs {path.stat().st_size / 2**30:.1f} GiB but the group's GPUs have "
+            f"{sum(f for _, f in free) / 2**30:.1f} GiB free together; use more GPUs or free memory"
+        )
     # Rank 0 also holds everything outside the layers (embedding, LTX projection, media embedders).
     outside = sum(
         math.prod(shape) * SAFETENSORS_ITEM_BYTES.get(header.dtypes[k], 1)
