@@ -40,8 +40,10 @@ def load_gemma4_text_encoder(path: Path, device: torch.device, split: LayerSplit
         return comfy.sd.load_clip([str(path)], clip_type=comfy.sd.CLIPType.LTXV, model_options=options)
     if split is None:
         return _clip_at_file_sizes(sd, options)
-    if is_12b:  # load_clip's steps for this file, with our model class in place of Gemma4_12B
+    if is_12b:  # load_clip's steps for this file (comfy/sd.py), our subclass in place of Gemma4_12B
         sd, _ = comfy.utils.convert_old_quants(sd, model_prefix="", metadata=metadata)
+        if "lm_head.weight" in sd:  # as load_text_encoder_state_dicts renames it
+            sd["model.lm_head.weight"] = sd.pop("lm_head.weight")
         base, detected = _gemma4().Gemma4_12B, comfy.sd.llama_detect([sd])
     else:
         base, detected = _gemma4_class_from_weights(sd, _gemma4()), {}
