@@ -101,7 +101,9 @@ def _resident(job, model: ComfyModel, path: Path, wanted: str) -> ResidentGemma4
     if job.runtime.device.type == "cuda":
         torch.cuda.empty_cache()
     placement, blocks = _plan(job, path, wanted)
-    resident = ResidentGemma4(file_id, placement, blocks, _load(job, path, blocks))
+    with torch.inference_mode():  # as ComfyUI's executor runs CLIPLoader (int8 layers move only so)
+        clip = _load(job, path, blocks)
+    resident = ResidentGemma4(file_id, placement, blocks, clip)
     model.extras[GEMMA4_KEY] = resident
     return resident
 
