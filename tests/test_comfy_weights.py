@@ -203,14 +203,50 @@ def test_the_ltxcore_backend_refuses_offloaded_weights(tiny):
         LoadModel(checkpoint=str(tiny.checkpoint), weights="pooled")
 
 
-def test_sharded_refuses_quantized_files(recipe, lora_files):
-    from ltx2_mgpu.workers.wire.errors import JobInputError
+def test_sharded_fp8_file_is_replicated(comfy, recipe, lora_files, monkeypatch):  # noqa: F811
+    """The fp8 scaled file (per-tensor scales) sharded on 2 ranks: each rank holds half of every block's
+    stored bytes (fp8 data), and SP sampling gives replicated's numbers."""
+    inputs = native_inputs(comfy, CASE)
+    results, held = {}, {}
+    for weights in ("replicated", "sharded"):
+        model = replace(recipe, checkpoint=str(lora_files["fp8"]), weights=weights)
+        results[weights], replies = sample(comfy, model, monkeypatch, inputs)
+        held[weights] = [r["block_bytes"] for r in replies]
+        assert [r["weights"] for r in replies] == [weights] * 2
+    whole = held["replicated"][0]
+    # Half each (the fp8 layers' input_scale scalars stay whole on both: 4 bytes a layer)
+    assert all(abs(n - whole / 2) <= whole * 1e-3 for n in held["sharded"]), held
+    found = errors(results["sharded"], results["replicated"])
+    print(f"\n[weights] fp8 file, 2 ranks, sharded vs replicated: rel {[f'{r:.2e}' for _, r in found]}")
+    assert len(found) == 2 and all(rel <= RELATIVE_TOLERANCE for _, rel in found), found
 
-    model = replace(recipe, checkpoint=str(lora_files["fp8"]), weights="sharded")
-    with pytest.raises(
-        JobInputError, match=r"weights sharded cannot shard quantized layers .* set weights to offloaded"
-    ):
-        get_manager().acquire(model)
+
+def test_sharded_fp8_lora_switching_is_offloaded(comfy, recipe, lora_files, monkeypatch):  # noqa: F811
+    """A LoRA on the fp8 file, its strength changed, then removed, sharded on 2 ranks: each state gives
+    offloaded's numbers, ComfyUI's own path for a LoRA on a layer cast per call (the patch applies to
+    the dequantized weight at the cast: to the gathered one when sharded). Replicated differs by
+    ComfyUI's design: its full load bakes the patch into the fp8 weight and requantizes it (printed)."""
+    inputs = native_inputs(comfy, CASE)
+    lora = str(lora_files["lora"])
+    sets = {"A 1.0": ((lora, 1.0),), "A 0.5": ((lora, 0.5),), "none": ()}
+    results: dict[str, dict[str, list[torch.Tensor]]] = {"offloaded": {}, "sharded": {}, "replicated": {}}
+    for weights in results:
+        for name, loras in sets.items():
+            if weights == "replicated" and name != "A 1.0":
+                continue
+            model = replace(recipe, checkpoint=str(lora_files["fp8"]), weights=weights, loras=loras)
+            results[weights][name], _ = sample(comfy, model, monkeypatch, inputs)
+    for name in sets:
+        found = errors(results["sharded"][name], results["offloaded"][name])
+        print(
+            f"\n[weights] fp8 file, LoRA {name}, 2 ranks, sharded vs offloaded: rel {[f'{r:.2e}' for _, r in found]}"
+        )
+        assert len(found) == 2 and all(rel <= RELATIVE_TOLERANCE for _, rel in found), (name, found)
+    baked = errors(results["replicated"]["A 1.0"], results["offloaded"]["A 1.0"])
+    print(
+        f"[weights] fp8 file, LoRA A 1.0, replicated (patch requantized) vs offloaded: rel {[f'{r:.2e}' for _, r in baked]}"
+    )
+    assert max(r for _, r in errors(results["sharded"]["A 1.0"], results["sharded"]["none"])) > 1e-3
 
 
 def _bench_weights(argv: list[str]) -> dict:

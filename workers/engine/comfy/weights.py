@@ -80,10 +80,12 @@ def residency(patcher: Any) -> Residency:
     weights = WEIGHTS_REPLICATED if budget_of(patcher) is None else WEIGHTS_OFFLOADED
     if getattr(model, SHARDED_ATTR, 0):
         weights = WEIGHTS_SHARDED
+    from .quantized_shards import stored_bytes
+
     blocks = 0
     for param in model.diffusion_model.transformer_blocks.parameters():
         local = param.to_local() if hasattr(param, "to_local") else param  # a DTensor's own shard
-        blocks += local.numel() * local.element_size()
+        blocks += stored_bytes(local)
     return Residency(weights, int(getattr(model, "model_loaded_weight_memory", 0)), streamed, blocks)
 
 
@@ -145,14 +147,21 @@ def shard_blocks(patcher: Any, device: torch.device, group: Any) -> int:
     The patcher is loaded with a budget of 0 first (every comfy.ops layer casts per call), so a LoRA
     patch applies at the cast to the gathered full weight (ComfyUI's LowVramPatch), never to a shard;
     the layers outside the blocks (embeddings, connectors, output stage) stay on the host and are cast
-    in per call as under offloaded. Returns the number of blocks sharded."""
+    in per call as under offloaded. Quantized weights (fp8 scaled, int8) shard through FSDP2's
+    tensor-subclass all-gather hooks (NOTE [sharded quantized]); scalar parameters (an fp8 layer's
+    input_scale) stay whole on every rank. Returns the number of blocks sharded."""
     from torch.distributed.device_mesh import DeviceMesh
     from torch.distributed.fsdp import fully_shard
+
+    from .quantized_shards import wrap_for_sharding
 
     mesh = DeviceMesh.from_group(group, device.type)
     blocks = patcher.model.diffusion_model.transformer_blocks
     for block in blocks:
-        fully_shard(block, mesh=mesh, reshard_after_forward=True)
+        for module in block.modules():
+            wrap_for_sharding(module, device)
+        scalars = {p for p in block.parameters() if p.dim() == 0}
+        fully_shard(block, mesh=mesh, reshard_after_forward=True, ignored_params=scalars or None)
         # FSDP2 owns where the shards live: ComfyUI's model.to(offload device) when it unpatches a LoRA
         # set would move them (and cannot swap DTensor parameters anyway), so device moves skip the block.
         block._apply = _keep_in_place.__get__(block)
@@ -165,13 +174,23 @@ def _keep_in_place(self: torch.nn.Module, fn: Any, recurse: bool = True) -> torc
 
 
 def check_shardable(patcher: Any) -> None:
-    """ValueError saying what to change for a model FSDP2 cannot shard here: quantized weights (ComfyUI's
-    QuantizedTensor layers carry scales FSDP2 would cut apart)."""
-    if getattr(patcher.model.model_config, "quant_config", None) is not None:
-        raise ValueError(
-            "weights sharded cannot shard quantized layers (fp8 / int8 / nvfp4 files as ComfyUI reads them); "
-            "set weights to offloaded for this file, or load a bf16 file"
-        )
+    """ValueError saying what to change for a model FSDP2 cannot shard here: quantized layers in the
+    blocks whose layout keeps no row of raw data per weight row (NOTE [sharded quantized])."""
+    from comfy.quant_ops import QuantizedTensor
+
+    from .quantized_shards import SHARDABLE_LAYOUTS, unshardable
+
+    blocks = patcher.model.diffusion_model.transformer_blocks
+    for name, module in blocks.named_modules():
+        weight = getattr(module, "weight", None)
+        why = unshardable(weight) if isinstance(weight, QuantizedTensor) else None
+        if why is not None:
+            raise ValueError(
+                f"weights sharded cannot shard this file's quantized layers ({why} at "
+                f"transformer_blocks.{name}; sharded takes fp8 scaled and int8 files, layouts "
+                f"{', '.join(SHARDABLE_LAYOUTS)}): set weights to offloaded for this file, or load an fp8, "
+                "int8 or bf16 file"
+            )
 
 
 def is_sharded(model: Any) -> bool:
