@@ -34,7 +34,7 @@ def relative(ours: torch.Tensor, native: torch.Tensor) -> float:
     return float((ours.float() - native.float()).abs().max() / native.float().abs().max())
 
 
-def load_ours(tiny25, ranks: int, transformer) -> tuple[MGPUModel, str]:
+def load_ours(tiny25, ranks: int, transformer, weights: str = "replicated") -> tuple[MGPUModel, str]:
     from ltx2_mgpu.nodes.loader import LTX2MGPULoader
 
     model, _native_model, info = LTX2MGPULoader().load(
@@ -43,6 +43,7 @@ def load_ours(tiny25, ranks: int, transformer) -> tuple[MGPUModel, str]:
         "float32",
         video_vae_name=tiny25.video_vae.name,
         audio_vae_name=tiny25.audio_vae.name,
+        weights=weights,
     )
     return model, info
 
@@ -191,6 +192,27 @@ def test_sp_sampler_on_the_int8_convrot_transformer(native25, tiny25):  # noqa: 
     found = [relative(a, b) for a, b in zip(ours, native)]
     print(f"\n[LTX-2.5 int8 convrot SP Sampler, 2 ranks] video rel {found[0]:.2e} | audio rel {found[1]:.2e}")
     assert max(found) <= RELATIVE_TOLERANCE
+
+
+@pytest.mark.parametrize("ranks", [2, 3])
+def test_sharded_int8_convrot_transformer_is_replicated(native25, tiny25, ranks):  # noqa: F811
+    """weights sharded on the int8 convrot file (per-row scales): FSDP2 shards the int8 rows (unevenly
+    on 3 ranks) and the gathered layer computes as the replicated one, bit for bit."""
+    args = inputs(native25)
+    out = {}
+    try:
+        for weights in ("replicated", "sharded"):
+            model, _info = load_ours(tiny25, ranks, tiny25.transformer_int8, weights)
+            assert model.weights == weights
+            out[weights] = our_sample(model, *args)
+    finally:
+        get_manager().unload()
+        assert_no_leaks()
+    found = [relative(a, b) for a, b in zip(out["sharded"], out["replicated"])]
+    print(
+        f"\n[LTX-2.5 int8 convrot, {ranks} ranks] sharded vs replicated: video rel {found[0]:.2e} | audio rel {found[1]:.2e}"
+    )
+    assert max(found) <= 1e-6
 
 
 def test_native_int8_convrot_depends_on_batching(native25):  # noqa: F811

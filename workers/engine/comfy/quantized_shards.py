@@ -129,6 +129,9 @@ class QuantizedRows(torch.Tensor):
             if not start and step == 1:
                 out._padded = self._qdata
             return out
+        if func is _aten.narrow.default:
+            dim, start, length = args[1:4]
+            return cls.__torch_dispatch__(_aten.slice.Tensor, types, (self, dim, start, start + length, 1))
         if func in (_aten.new_zeros.default, _aten.new_empty.default):
             size = tuple(args[1])
             rows = size[0] if len(size) == self._qdata.dim() else 0
