@@ -15,7 +15,7 @@ import logging
 import pytest
 
 from ltx2_mgpu.workers.group.preflight import preflight
-from ltx2_mgpu.workers.wire.memory_plan import GIB, check_plan, model_sizes, plan
+from ltx2_mgpu.workers.wire.memory_plan import GIB, check_plan, model_share, model_sizes, plan
 
 BLOCKS, WIDTH = 48, 4096
 BLOCK_BYTES, OTHER_BYTES = 896 * 2**20, 2 * GIB
@@ -49,6 +49,23 @@ def test_sizes_come_from_the_header_at_the_weight_dtype():
     # float32 doubles the float weights; fp8 blocks keep one byte per weight
     assert model_sizes(*header(), "float32").total_bytes == 88 * GIB
     assert model_sizes(*header("F8_E4M3"), "bfloat16").blocks_bytes == 21 * GIB
+
+
+def test_sharded_splits_quantized_data_and_keeps_scales_whole():
+    """An fp8 file with per-row scales (as int8 convrot stores them) and ComfyUI's comfy_quant entries:
+    the data counts at one byte a weight and is split over the GPUs, the scales count whole on each
+    (the workers keep them so), the format entries not at all (read at load, not kept)."""
+    shapes, dtypes = header("F8_E4M3")
+    for i in range(BLOCKS):
+        prefix = f"model.diffusion_model.transformer_blocks.{i}.attn1.to_q."
+        shapes[prefix + "weight_scale"], dtypes[prefix + "weight_scale"] = (WIDTH,), "F32"
+        shapes[prefix + "comfy_quant"], dtypes[prefix + "comfy_quant"] = (60,), "U8"
+    sizes = model_sizes(shapes, dtypes, "bfloat16")
+    scales = BLOCKS * WIDTH * 4
+    assert (sizes.blocks_bytes, sizes.block_scale_bytes) == (21 * GIB + scales, scales)
+    in_flight = 2 * sizes.largest_block_bytes
+    assert model_share(sizes, "sharded", 2) == OTHER_BYTES + 21 * GIB // 2 + scales + in_flight
+    assert model_share(sizes, "replicated", 2) == OTHER_BYTES + 21 * GIB + scales
 
 
 def test_each_option_per_gpu_and_the_recommendation():

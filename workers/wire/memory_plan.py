@@ -46,6 +46,11 @@ NOT_DIFFUSION = (
     "cond_stage_model.",
     "first_stage_model.",
 )
+# A quantized layer's scales (ComfyUI's weight_scale per tensor or per row, input_scale): sharded keeps
+# them whole on every GPU (workers/engine/comfy/quantized_shards.py). `comfy_quant` entries are the
+# layers' format, read at load and not kept.
+QUANT_SCALE_SUFFIXES = (".weight_scale", ".weight_scale_2", ".input_scale")
+QUANT_FORMAT_SUFFIX = ".comfy_quant"
 
 
 @dataclass(frozen=True)
@@ -56,6 +61,7 @@ class ModelSizes:
     largest_block_bytes: int
     other_bytes: int  # everything outside the blocks (embeddings, connectors, output stage)
     video_width: int  # video channels (the activations scale with it)
+    block_scale_bytes: int = 0  # the blocks' quantization scales (whole on every GPU when sharded)
 
     @property
     def total_bytes(self) -> int:
@@ -144,21 +150,24 @@ def model_sizes(
     """The diffusion model's sizes from a safetensors header (shapes, dtypes), float weights at `weight_dtype`."""
     cast = WEIGHT_DTYPE_BYTES.get(weight_dtype, 2)
     blocks: dict[str, int] = {}
-    other, width = 0, 0
+    other, width, scales = 0, 0, 0
     for key, shape in shapes.items():
         name = next((key[len(p) :] for p in DIFFUSION_PREFIXES if key.startswith(p)), key)
-        if name.startswith(NOT_DIFFUSION):
+        if name.startswith(NOT_DIFFUSION) or name.endswith(QUANT_FORMAT_SUFFIX):
             continue
         stored = dtypes[key]
-        size = math.prod(shape) * (cast if stored in FLOAT_DTYPES else SAFETENSORS_ITEM_BYTES.get(stored, 2))
+        scale = name.endswith(QUANT_SCALE_SUFFIXES)  # kept as stored (float32), not cast
+        item = cast if stored in FLOAT_DTYPES and not scale else SAFETENSORS_ITEM_BYTES.get(stored, 2)
+        size = math.prod(shape) * item
         if name.startswith("transformer_blocks."):
             index = name.split(".", 2)[1]
             blocks[index] = blocks.get(index, 0) + size
+            scales += size if scale else 0
             if name.endswith("attn1.to_q.weight") and len(shape) == 2:
                 width = int(shape[0])
         else:
             other += size
-    return ModelSizes(sum(blocks.values()), max(blocks.values(), default=0), other, width)
+    return ModelSizes(sum(blocks.values()), max(blocks.values(), default=0), other, width, scales)
 
 
 def activation_bytes(sizes: ModelSizes, max_video_tokens: int, world_size: int, weight_dtype: str) -> int:
@@ -175,7 +184,9 @@ def model_share(sizes: ModelSizes, option: str, world_size: int) -> int:
     in_flight = IN_FLIGHT_BLOCKS * sizes.largest_block_bytes
     if option == WEIGHTS_OFFLOADED:
         return sizes.other_bytes + in_flight
-    return sizes.other_bytes + math.ceil(sizes.blocks_bytes / world_size) + in_flight
+    # 1/N of the blocks at their stored size (fp8 / int8 data one byte a weight), their scales whole.
+    sharded = math.ceil((sizes.blocks_bytes - sizes.block_scale_bytes) / world_size) + sizes.block_scale_bytes
+    return sizes.other_bytes + sharded + in_flight
 
 
 def plan(

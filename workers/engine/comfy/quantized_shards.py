@@ -65,12 +65,14 @@ def wrap_for_sharding(module: torch.nn.Module, device: torch.device) -> bool:
 
 
 def stored_bytes(tensor: torch.Tensor) -> int:
-    """Bytes of a weight's stored data: the raw data of a quantized one (its logical dtype is the compute
+    """Bytes a weight occupies: a quantized one's raw data and scales (its logical dtype is the compute
     dtype), the elements of any other."""
     qdata = getattr(tensor, "_qdata", None)
-    if qdata is not None:
-        return qdata.numel() * qdata.element_size()
-    return tensor.numel() * tensor.element_size()
+    if qdata is None:
+        return tensor.numel() * tensor.element_size()
+    params = tensor._params
+    scales = (getattr(params, name) for name in params._tensor_fields())
+    return qdata.numel() * qdata.element_size() + sum(t.numel() * t.element_size() for t in scales)
 
 
 class QuantizedRows(torch.Tensor):
