@@ -216,20 +216,21 @@ def header_of(path: Path) -> tuple[dict, dict]:
     return header.shapes, header.dtypes
 
 
-def test_sharded_fp8_file_is_replicated(comfy, recipe, lora_files, monkeypatch):  # noqa: F811
+@pytest.mark.parametrize("file", ["fp8", "nvfp4"])
+def test_sharded_quantized_file_is_replicated(comfy, recipe, lora_files, monkeypatch, file):  # noqa: F811
     """The fp8 scaled file (per-tensor scales) sharded on 2 ranks: each rank holds half of the blocks'
     stored bytes (fp8 data, float32 norms) as the pre-flight sizes it from the file's header, and SP
     sampling gives replicated's numbers."""
     inputs = native_inputs(comfy, CASE)
     results, held = {}, {}
     for weights in ("replicated", "sharded"):
-        model = replace(recipe, checkpoint=str(lora_files["fp8"]), weights=weights)
+        model = replace(recipe, checkpoint=str(lora_files[file]), weights=weights)
         results[weights], replies = sample(comfy, model, monkeypatch, inputs)
         held[weights] = [r["block_bytes"] for r in replies]
         assert [r["weights"] for r in replies] == [weights] * 2
     # The pre-flight's figures from the file's header: replicated holds the blocks at their stored size,
     # sharded 1/2 of them with the scales whole on each
-    sizes = model_sizes(*header_of(lora_files["fp8"]), "float32")
+    sizes = model_sizes(*header_of(lora_files[file]), "float32")
     assert held["replicated"] == [sizes.blocks_bytes] * 2 and sizes.block_scale_bytes > 0
     share = (
         model_share(replace(sizes, other_bytes=0), "sharded", 2)
@@ -237,7 +238,7 @@ def test_sharded_fp8_file_is_replicated(comfy, recipe, lora_files, monkeypatch):
     )
     assert all(abs(n - share) <= sizes.blocks_bytes * 1e-3 for n in held["sharded"]), (held, share)
     found = errors(results["sharded"], results["replicated"])
-    print(f"\n[weights] fp8 file, 2 ranks, sharded vs replicated: rel {[f'{r:.2e}' for _, r in found]}")
+    print(f"\n[weights] {file} file, 2 ranks, sharded vs replicated: rel {[f'{r:.2e}' for _, r in found]}")
     assert len(found) == 2 and all(rel <= RELATIVE_TOLERANCE for _, rel in found), found
 
 
@@ -267,6 +268,22 @@ def test_sharded_fp8_lora_switching_is_offloaded(comfy, recipe, lora_files, monk
         f"[weights] fp8 file, LoRA A 1.0, replicated (patch requantized) vs offloaded: rel {[f'{r:.2e}' for _, r in baked]}"
     )
     assert max(r for _, r in errors(results["sharded"]["A 1.0"], results["sharded"]["none"])) > 1e-3
+
+
+def test_sharded_nvfp4_on_uneven_rows_is_refused(recipe, lora_files):
+    """nvfp4 packs two values a byte: FSDP2 shards that only evenly, so 3 workers on the tiny model's
+    128-row layers are refused at load, naming the reason and the option to set."""
+    from ltx2_mgpu.workers.wire.errors import JobInputError
+
+    model = replace(
+        recipe, checkpoint=str(lora_files["nvfp4"]), weights="sharded", devices=("cpu:0", "cpu:1", "cpu:2")
+    )
+    with pytest.raises(
+        JobInputError,
+        match=r"layout TensorCoreNVFP4Layout packs its data, and its 128 rows do not split evenly over 3 "
+        r"workers at transformer_blocks\.1\..*set weights to offloaded",
+    ):
+        get_manager().acquire(model)
 
 
 def test_sharded_refuses_untested_quantized_layouts(comfy):  # noqa: F811

@@ -50,6 +50,36 @@ def make_tiny_fp8(
     return out_path
 
 
+def make_tiny_nvfp4(
+    checkpoint: Path | str, out_path: Path | str, excluded_blocks: tuple[int, ...] = (0,)
+) -> Path:
+    """Write an nvfp4 variant of `checkpoint`: the block Linears make_tiny_fp8 quantizes become ComfyUI's
+    nvfp4 layout (comfy_kitchen's quantizer: packed fp4 data, fp8 block scales as `.weight_scale`, a
+    float32 `.weight_scale_2`), announced in `_quantization_metadata` as ComfyUI reads it. ComfyUI
+    computes these layers by dequantizing where the device has no fp4 matmul (CPU workers)."""
+    from comfy_kitchen.tensor import QuantizedTensor
+
+    header = read_safetensors_header(checkpoint)
+    out_path = Path(out_path)
+    tensors: dict[str, torch.Tensor] = {}
+    layers: dict[str, dict[str, str]] = {}
+    with safe_open(str(checkpoint), framework="pt", device="cpu") as f:
+        for key in f.keys():
+            value = f.get_tensor(key)
+            if is_quantized_in_release(key, excluded_blocks):
+                quantized = QuantizedTensor.from_float(value.float(), "TensorCoreNVFP4Layout")
+                tensors.update({k: v.contiguous() for k, v in quantized.state_dict(key).items()})
+                layers[key[: -len(".weight")]] = {"format": "nvfp4"}
+            else:
+                tensors[key] = value
+    metadata = dict(header.metadata)
+    metadata["_quantization_metadata"] = json.dumps({"format_version": "1.0", "layers": layers})
+    tmp = out_path.with_name(f".{out_path.name}.{os.getpid()}.tmp")
+    save_file(tensors, str(tmp), metadata=metadata)
+    os.replace(tmp, out_path)
+    return out_path
+
+
 def make_tiny_lora(
     path: Path | str,
     checkpoint: Path | str,

@@ -15,8 +15,10 @@ loaded. The params stay whole on every rank: a per-row scale is 4 bytes a row ag
 bytes of int8 data (1/1000 of a 4,096-wide layer), and keeping it whole lets FSDP2 pad rows unevenly
 (3 ranks on 4,096 rows), which it allows only for the all-gather inputs of the parameter's own shape.
 
-Layouts whose raw data is not one row per weight row (nvfp4 and mxfp8 pack block scales in a swizzled
-tile layout, w4a4 / w4a8 pack two values a byte with group scales) are refused by `unshardable`.
+nvfp4 packs two values a byte, so its raw data is not the parameter's shape: FSDP2 takes that for
+even shards only (it pads uneven ones only for all-gather inputs of the parameter's shape), and its
+fp8 block scales (1/8 of the data) stay whole like every scale. Layouts not tested here (mxfp8,
+w4a4, w4a8, transposed or row-padded storage) are refused by `unshardable`.
 
 Import only after bootstrap.import_comfyui.
 """
@@ -35,19 +37,25 @@ SHARDABLE_LAYOUTS = (
     "TensorCoreFP8E4M3Layout",
     "TensorCoreFP8E5M2Layout",
     "TensorWiseINT8Layout",
+    "TensorCoreNVFP4Layout",
 )
 
 _aten = torch.ops.aten
 
 
-def unshardable(weight: Any) -> str | None:
-    """Why FSDP2 cannot shard this quantized weight here (None: it can)."""
+def unshardable(weight: Any, world_size: int) -> str | None:
+    """Why FSDP2 cannot shard this quantized weight over `world_size` ranks (None: it can)."""
     layout = weight._layout_cls
     if layout not in SHARDABLE_LAYOUTS:
         return f"layout {layout}"
-    params = weight._params
-    if getattr(params, "transposed", False) or tuple(weight._qdata.shape) != tuple(params.orig_shape):
-        return f"layout {layout} stored as {tuple(weight._qdata.shape)} for shape {tuple(params.orig_shape)}"
+    params, stored = weight._params, tuple(weight._qdata.shape)
+    rows = params.orig_shape[0]
+    if getattr(params, "transposed", False) or stored[0] != rows:
+        return f"layout {layout} stored as {stored} for shape {tuple(params.orig_shape)}"
+    if stored[1:] != tuple(params.orig_shape[1:]) and rows % world_size:
+        # Packed data (nvfp4: two values a byte) is not the parameter's shape, and FSDP2 pads uneven
+        # shards only for all-gather inputs of that shape.
+        return f"layout {layout} packs its data, and its {rows} rows do not split evenly over {world_size} workers"
     return None
 
 

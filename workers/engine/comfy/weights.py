@@ -155,6 +155,7 @@ def shard_blocks(patcher: Any, device: torch.device, group: Any) -> int:
 
     from .quantized_shards import wrap_for_sharding
 
+    check_shardable(patcher, group.size())
     mesh = DeviceMesh.from_group(group, device.type)
     blocks = patcher.model.diffusion_model.transformer_blocks
     for block in blocks:
@@ -173,9 +174,9 @@ def _keep_in_place(self: torch.nn.Module, fn: Any, recurse: bool = True) -> torc
     return self
 
 
-def check_shardable(patcher: Any) -> None:
-    """ValueError saying what to change for a model FSDP2 cannot shard here: quantized layers in the
-    blocks whose layout keeps no row of raw data per weight row (NOTE [sharded quantized])."""
+def check_shardable(patcher: Any, world_size: int = 1) -> None:
+    """ValueError saying what to change for a model FSDP2 cannot shard over `world_size` ranks: quantized
+    layers in the blocks in a layout not taken (NOTE [sharded quantized])."""
     from comfy.quant_ops import QuantizedTensor
 
     from .quantized_shards import SHARDABLE_LAYOUTS, unshardable
@@ -183,11 +184,11 @@ def check_shardable(patcher: Any) -> None:
     blocks = patcher.model.diffusion_model.transformer_blocks
     for name, module in blocks.named_modules():
         weight = getattr(module, "weight", None)
-        why = unshardable(weight) if isinstance(weight, QuantizedTensor) else None
+        why = unshardable(weight, world_size) if isinstance(weight, QuantizedTensor) else None
         if why is not None:
             raise ValueError(
                 f"weights sharded cannot shard this file's quantized layers ({why} at "
-                f"transformer_blocks.{name}; sharded takes fp8 scaled and int8 files, layouts "
+                f"transformer_blocks.{name}; sharded takes fp8 scaled, int8 and nvfp4 files, layouts "
                 f"{', '.join(SHARDABLE_LAYOUTS)}): set weights to offloaded for this file, or load an fp8, "
                 "int8 or bf16 file"
             )
