@@ -13,8 +13,9 @@ which is the path a GPU takes for the layers beyond its budget. Claims, tiny mod
 - sharded (torch FSDP2 over the ranks' gloo group): each rank holds 1/N of the blocks, and SP sampling
   and LoRA switching give replicated's numbers as above; the TDP Upscaler is refused with the option
   to set;
-- sharded on the fp8 scaled file: each rank holds what the pre-flight sizes from the file's header
-  (half the fp8 data, the scales whole), SP sampling gives replicated's numbers bit for bit, and a
+- sharded on the fp8 scaled and nvfp4 files: each rank holds what the pre-flight sizes from the file's
+  header (half the quantized data, the scales whole), SP sampling gives replicated's numbers bit for
+  bit (nvfp4 on rows that do not split evenly is refused, naming why), and on the fp8 file a
   LoRA switched through its states gives offloaded's (ComfyUI patches a layer cast per call at the
   cast; its full load bakes the patch into the fp8 weight instead, so replicated differs there by
   ComfyUI's design). Quantized layouts not tested here are refused naming the layer. (The int8
@@ -218,9 +219,10 @@ def header_of(path: Path) -> tuple[dict, dict]:
 
 @pytest.mark.parametrize("file", ["fp8", "nvfp4"])
 def test_sharded_quantized_file_is_replicated(comfy, recipe, lora_files, monkeypatch, file):  # noqa: F811
-    """The fp8 scaled file (per-tensor scales) sharded on 2 ranks: each rank holds half of the blocks'
-    stored bytes (fp8 data, float32 norms) as the pre-flight sizes it from the file's header, and SP
-    sampling gives replicated's numbers."""
+    """The fp8 scaled file (per-tensor scales) and the nvfp4 one (packed data, block scales) sharded on 2
+    ranks: each rank holds half of the blocks' stored bytes (quantized data, float32 norms) with the
+    scales whole, as the pre-flight sizes it from the file's header, and SP sampling gives replicated's
+    numbers."""
     inputs = native_inputs(comfy, CASE)
     results, held = {}, {}
     for weights in ("replicated", "sharded"):

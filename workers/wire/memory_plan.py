@@ -156,7 +156,7 @@ def model_sizes(
         if name.startswith(NOT_DIFFUSION) or name.endswith(QUANT_FORMAT_SUFFIX):
             continue
         stored = dtypes[key]
-        scale = name.endswith(QUANT_SCALE_SUFFIXES)  # kept as stored (float32), not cast
+        scale = name.endswith(QUANT_SCALE_SUFFIXES)  # kept at its stored dtype, not cast
         item = cast if stored in FLOAT_DTYPES and not scale else SAFETENSORS_ITEM_BYTES.get(stored, 2)
         size = math.prod(shape) * item
         if name.startswith("transformer_blocks."):

@@ -4,8 +4,8 @@ replicated: every rank holds the whole model on its GPU (the default; fastest wh
 offloaded: the rank's GPU keeps what fits, the other layers are cast in from host memory per call
 (ComfyUI's own partial loading; workers/engine/comfy/weights.py).
 sharded: each rank keeps 1/N of every block, gathered just before the block runs (torch FSDP2;
-workers/engine/comfy/weights.py NOTE [sharded]): SP sampling and the loader's MODEL, fp8 and int8 files
-too; not the TDP Upscaler, other quantized formats or ranks that share a GPU.
+workers/engine/comfy/weights.py NOTE [sharded]): SP sampling and the loader's MODEL, fp8, int8 and nvfp4
+files too; not the TDP Upscaler, other quantized formats or ranks that share a GPU.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ as_strided, and QuantizedTensor answers every op it has no handler for by dequan
 would shard and gather float weights. torch's extension point for this is a parameter tensor
 subclass with `fsdp_pre_all_gather` / `fsdp_post_all_gather` (as torchao's float8 training wraps its
 weights): before fully_shard each quantized weight becomes a `QuantizedRows` holding its raw data and
-its params; FSDP2 shards the rows, all-gathers only the raw data (as bytes: gloo has no fp8), and
+its params; FSDP2 shards the rows, all-gathers only the raw data (as bytes, which gloo and NCCL both gather), and
 the post-gather hook rebuilds a QuantizedTensor of the whole weight with the layer's own params, so
 ComfyUI's ops (and its LoRA patches, applied at the cast to the dequantized weight) see the layer as
 loaded. The params stay whole on every rank: a per-row scale is 4 bytes a row against in_features
@@ -31,7 +31,8 @@ import torch
 from comfy.quant_ops import QuantizedTensor
 
 # comfy_kitchen layouts whose raw data has one row per weight row and whose params are per tensor or
-# per row (tested: fp8 scaled and int8 convrot tiny files, tests/test_comfy_weights.py).
+# per row, and nvfp4 (tested: fp8 scaled, nvfp4 and int8 convrot tiny files, tests/test_comfy_weights.py,
+# tests/test_comfy_ltx25_nodes.py).
 SHARDABLE_LAYOUTS = (
     "TensorCoreFP8Layout",
     "TensorCoreFP8E4M3Layout",
