@@ -217,16 +217,24 @@ def header_of(path: Path) -> tuple[dict, dict]:
     return header.shapes, header.dtypes
 
 
+@pytest.mark.parametrize(
+    "devices", ["cpu", pytest.param("cuda", marks=[pytest.mark.gpu, pytest.mark.multigpu])]
+)
 @pytest.mark.parametrize("file", ["fp8", "nvfp4"])
-def test_sharded_quantized_file_is_replicated(comfy, recipe, lora_files, monkeypatch, file):  # noqa: F811
+def test_sharded_quantized_file_is_replicated(comfy, recipe, lora_files, monkeypatch, file, devices):  # noqa: F811
     """The fp8 scaled file (per-tensor scales) and the nvfp4 one (packed data, block scales) sharded on 2
     ranks: each rank holds half of the blocks' stored bytes (quantized data, float32 norms) with the
     scales whole, as the pre-flight sizes it from the file's header, and SP sampling gives replicated's
-    numbers."""
+    numbers. On two GPUs (NCCL, the GPU's quantized matmuls) as on two CPU workers (gloo)."""
     inputs = native_inputs(comfy, CASE)
     results, held = {}, {}
     for weights in ("replicated", "sharded"):
-        model = replace(recipe, checkpoint=str(lora_files[file]), weights=weights)
+        model = replace(
+            recipe,
+            checkpoint=str(lora_files[file]),
+            weights=weights,
+            devices=(f"{devices}:0", f"{devices}:1"),
+        )
         results[weights], replies = sample(comfy, model, monkeypatch, inputs)
         held[weights] = [r["block_bytes"] for r in replies]
         assert [r["weights"] for r in replies] == [weights] * 2
@@ -240,7 +248,9 @@ def test_sharded_quantized_file_is_replicated(comfy, recipe, lora_files, monkeyp
     )
     assert all(abs(n - share) <= sizes.blocks_bytes * 1e-3 for n in held["sharded"]), (held, share)
     found = errors(results["sharded"], results["replicated"])
-    print(f"\n[weights] {file} file, 2 ranks, sharded vs replicated: rel {[f'{r:.2e}' for _, r in found]}")
+    print(
+        f"\n[weights] {file} file, 2 ranks on {devices}, sharded vs replicated: rel {[f'{r:.2e}' for _, r in found]}"
+    )
     assert len(found) == 2 and all(rel <= RELATIVE_TOLERANCE for _, rel in found), found
 
 
