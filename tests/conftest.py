@@ -247,14 +247,13 @@ def run_ranks(fn, world_size: int, tmp_path: Path, *args: object, timeout_s: flo
 
 @pytest.fixture(scope="session")
 def lora_files(tiny, tmp_path_factory) -> dict[str, Path]:
-    """The tiny checkpoint, its fp8 and nvfp4 variants, a LoRA (rank 4) and one with alpha (rank 8, alpha 4)."""
-    from ltx2_mgpu.workers.embedded.tiny_variants import make_tiny_fp8, make_tiny_lora, make_tiny_nvfp4
+    """The tiny checkpoint, its fp8 variant, a LoRA (rank 4) and one with alpha (rank 8, alpha 4)."""
+    from ltx2_mgpu.workers.embedded.tiny_variants import make_tiny_fp8, make_tiny_lora
 
     folder = tmp_path_factory.mktemp("lora")
     return {
         "checkpoint": tiny.checkpoint,
         "fp8": make_tiny_fp8(tiny.checkpoint, folder / "ltx2-tiny-fp8.safetensors"),
-        "nvfp4": make_tiny_nvfp4(tiny.checkpoint, folder / "ltx2-tiny-nvfp4.safetensors"),
         "lora": make_tiny_lora(folder / "tiny-lora.safetensors", tiny.checkpoint, rank=4, seed=1),
         "alpha": make_tiny_lora(
             folder / "tiny-lora-alpha.safetensors", tiny.checkpoint, rank=8, seed=2, alpha=4.0

@@ -212,6 +212,18 @@ def test_the_ltxcore_backend_refuses_offloaded_weights(tiny):
         LoadModel(checkpoint=str(tiny.checkpoint), weights="pooled")
 
 
+@pytest.fixture(scope="module")
+def quantized_files(lora_files, tmp_path_factory) -> dict[str, Path]:
+    """The tiny checkpoint's fp8 variant and its nvfp4 one (made with comfy_kitchen, which ComfyUI
+    installs: here only, where ComfyUI is present)."""
+    from ltx2_mgpu.workers.embedded.tiny_variants import make_tiny_nvfp4
+
+    nvfp4 = make_tiny_nvfp4(
+        lora_files["checkpoint"], tmp_path_factory.mktemp("nvfp4") / "ltx2-tiny-nvfp4.safetensors"
+    )
+    return {"fp8": lora_files["fp8"], "nvfp4": nvfp4}
+
+
 def header_of(path: Path) -> tuple[dict, dict]:
     header = read_safetensors_header(path)
     return header.shapes, header.dtypes
@@ -221,7 +233,7 @@ def header_of(path: Path) -> tuple[dict, dict]:
     "devices", ["cpu", pytest.param("cuda", marks=[pytest.mark.gpu, pytest.mark.multigpu])]
 )
 @pytest.mark.parametrize("file", ["fp8", "nvfp4"])
-def test_sharded_quantized_file_is_replicated(comfy, recipe, lora_files, monkeypatch, file, devices):  # noqa: F811
+def test_sharded_quantized_file_is_replicated(comfy, recipe, quantized_files, monkeypatch, file, devices):  # noqa: F811
     """The fp8 scaled file (per-tensor scales) and the nvfp4 one (packed data, block scales) sharded on 2
     ranks: each rank holds half of the blocks' stored bytes (quantized data, float32 norms) with the
     scales whole, as the pre-flight sizes it from the file's header, and SP sampling gives replicated's
@@ -231,7 +243,7 @@ def test_sharded_quantized_file_is_replicated(comfy, recipe, lora_files, monkeyp
     for weights in ("replicated", "sharded"):
         model = replace(
             recipe,
-            checkpoint=str(lora_files[file]),
+            checkpoint=str(quantized_files[file]),
             weights=weights,
             devices=(f"{devices}:0", f"{devices}:1"),
         )
@@ -240,7 +252,7 @@ def test_sharded_quantized_file_is_replicated(comfy, recipe, lora_files, monkeyp
         assert [r["weights"] for r in replies] == [weights] * 2
     # The pre-flight's figures from the file's header: replicated holds the blocks at their stored size,
     # sharded 1/2 of them with the scales whole on each
-    sizes = model_sizes(*header_of(lora_files[file]), "float32")
+    sizes = model_sizes(*header_of(quantized_files[file]), "float32")
     assert held["replicated"] == [sizes.blocks_bytes] * 2 and sizes.block_scale_bytes > 0
     share = (
         model_share(replace(sizes, other_bytes=0), "sharded", 2)
@@ -282,13 +294,16 @@ def test_sharded_fp8_lora_switching_is_offloaded(comfy, recipe, lora_files, monk
     assert max(r for _, r in errors(results["sharded"]["A 1.0"], results["sharded"]["none"])) > 1e-3
 
 
-def test_sharded_nvfp4_on_uneven_rows_is_refused(recipe, lora_files):
+def test_sharded_nvfp4_on_uneven_rows_is_refused(recipe, quantized_files):
     """nvfp4 packs two values a byte: FSDP2 shards that only evenly, so 3 workers on the tiny model's
     128-row layers are refused at load, naming the reason and the option to set."""
     from ltx2_mgpu.workers.wire.errors import JobInputError
 
     model = replace(
-        recipe, checkpoint=str(lora_files["nvfp4"]), weights="sharded", devices=("cpu:0", "cpu:1", "cpu:2")
+        recipe,
+        checkpoint=str(quantized_files["nvfp4"]),
+        weights="sharded",
+        devices=("cpu:0", "cpu:1", "cpu:2"),
     )
     with pytest.raises(
         JobInputError,
