@@ -30,9 +30,8 @@ from typing import Any
 import torch
 from comfy.quant_ops import QuantizedTensor
 
-# comfy_kitchen layouts whose raw data has one row per weight row and whose params are per tensor or
-# per row, and nvfp4 (tested: fp8 scaled, nvfp4 and int8 convrot tiny files, tests/test_comfy_weights.py,
-# tests/test_comfy_ltx25_nodes.py).
+# The comfy_kitchen layouts sharded takes, each with one row of raw data per weight row (tested: the
+# tiny fp8 scaled, nvfp4 and int8 convrot files, tests/test_comfy_weights.py, test_comfy_ltx25_nodes.py).
 SHARDABLE_LAYOUTS = (
     "TensorCoreFP8Layout",
     "TensorCoreFP8E4M3Layout",
