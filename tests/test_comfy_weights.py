@@ -34,7 +34,6 @@ from types import SimpleNamespace
 import pytest
 import torch
 from comfyui_harness import comfyui_root
-from test_comfy_tdp import CASES as TDP_CASES
 from test_comfy_tdp import stage1_inputs, tdp_args
 from test_comfyui_native_parity import Case, comfy, errors, native_inputs, our_sample  # noqa: F401
 
@@ -134,16 +133,20 @@ def test_lora_switching_is_replicated(comfy, recipe, lora_files, monkeypatch, op
     assert max(r for _, r in errors(results[option]["A 1.0"], results[option]["none"])) > 1e-3
 
 
-def _tdp_both(rank: int, world_size: int, init_file: str, root: str, tiny_dir: str, out_dir: str) -> None:
-    """One rank: the tiny file loaded replicated, then offloaded (budget 0: every layer streamed), the
-    tdp_upscale command on 1x3 tiles each time; rank 0 saves both videos and the streamed counts."""
+# Tiles per rank count: 1x3 deals 2+1 to two ranks, 1x2 deals 1+1+0 to three (one rank without a tile).
+UNEVEN_TILES = {2: (1, 3, 1, True), 3: (1, 2, 1, True)}
+
+
+def _tdp_all(rank: int, world_size: int, init_file: str, root: str, tiny_dir: str, out_dir: str) -> None:
+    """One rank: the tiny file loaded replicated, offloaded (budget 0: every layer streamed) and sharded,
+    the tdp_upscale command on UNEVEN_TILES each time; every rank saves its videos, streamed layer
+    counts and padding forwards."""
     import torch.distributed as dist
 
     from ltx2_mgpu.workers.embedded.tiny_model import CHECKPOINT_FILE_NAME, UPSCALER_FILE_NAME
     from ltx2_mgpu.workers.engine.comfy.bootstrap import import_comfyui
     from ltx2_mgpu.workers.engine.comfy.model import ComfyModel
     from ltx2_mgpu.workers.engine.comfy.weights import residency, shard_blocks
-    from ltx2_mgpu.workers.rank.ops import InputRejected
     from ltx2_mgpu.workers.rank.ops_tdp import tdp_upscale
     from ltx2_mgpu.workers.wire.comfyui_root import check_comfyui_root
 
@@ -151,7 +154,7 @@ def _tdp_both(rank: int, world_size: int, init_file: str, root: str, tiny_dir: s
     device = torch.device("cpu")
     import_comfyui(check_comfyui_root(root), device)
     saved = {}
-    for weights, budget in (("replicated", None), ("offloaded", 0)):
+    for weights, budget in (("replicated", None), ("offloaded", 0), ("sharded", 0)):
         model = ComfyModel.load(
             Path(tiny_dir) / CHECKPOINT_FILE_NAME,
             device,
@@ -159,33 +162,29 @@ def _tdp_both(rank: int, world_size: int, init_file: str, root: str, tiny_dir: s
             with_vae=False,
             resident_bytes=budget,
         )
+        if weights == "sharded":
+            shard_blocks(model.patcher, device, dist.group.WORLD)
         job = SimpleNamespace(
             rank=rank, world_size=world_size, runtime=SimpleNamespace(device=device, state={"model": model}),
             progress=lambda step, total, **extra: None, check_cancel=lambda: None,
         )  # fmt: skip
-        args = tdp_args(stage1_inputs(), TDP_CASES["tiles_1x3"], Path(tiny_dir) / UPSCALER_FILE_NAME)
-        tdp_upscale(job, args)
-        saved[weights] = {"video": args["out_video"], "streamed": residency(model.patcher).streamed_modules}
-    model = ComfyModel.load(
-        Path(tiny_dir) / CHECKPOINT_FILE_NAME, device, torch.float32, with_vae=False, resident_bytes=0
-    )
-    shard_blocks(model.patcher, device, dist.group.WORLD)
-    job.runtime.state["model"] = model
-    try:
-        tdp_upscale(
-            job, tdp_args(stage1_inputs(), TDP_CASES["tiles_1x3"], Path(tiny_dir) / UPSCALER_FILE_NAME)
-        )
-    except InputRejected as exc:
-        saved["sharded_refusal"] = str(exc)
-    if rank == 0:
-        torch.save(saved, f"{out_dir}/tdp.pt")
+        args = tdp_args(stage1_inputs(), UNEVEN_TILES[world_size], Path(tiny_dir) / UPSCALER_FILE_NAME)
+        result = tdp_upscale(job, args)
+        saved[weights] = {
+            "video": args["out_video"],
+            "streamed": residency(model.patcher).streamed_modules,
+            "result": result,
+        }
+    torch.save(saved, f"{out_dir}/tdp-{rank}.pt")
     dist.destroy_process_group()
 
 
 @pytest.mark.parametrize("ranks", [2, 3])
-def test_offloaded_tdp_is_replicated_and_sharded_is_refused(tiny, tmp_path, ranks):
+def test_offloaded_and_sharded_tdp_are_replicated(tiny, tmp_path, ranks):
+    """Tiles dealt unevenly: under sharded the ranks with fewer tiles pad their weight gathers (NOTE
+    [sharded lockstep]) and every option gives replicated's video."""
     run_ranks(
-        _tdp_both,
+        _tdp_all,
         ranks,
         tmp_path,
         str(comfyui_root()),
@@ -193,14 +192,32 @@ def test_offloaded_tdp_is_replicated_and_sharded_is_refused(tiny, tmp_path, rank
         str(tmp_path),
         timeout_s=900,
     )
-    saved = torch.load(tmp_path / "tdp.pt")
-    a, b = saved["offloaded"]["video"], saved["replicated"]["video"]
-    rel = float((a - b).abs().max()) / float(b.abs().max())
-    print(f"\n[weights] TDP 1x3 tiles, {ranks} ranks, offloaded vs replicated: rel {rel:.2e}")
-    assert saved["replicated"]["streamed"] == 0 and saved["offloaded"]["streamed"] >= MIN_STREAMED_LAYERS
-    assert rel <= RELATIVE_TOLERANCE
-    # sharded: refused before any tile runs, naming the option to set
-    assert "set the loader's weights to offloaded" in saved["sharded_refusal"]
+    saved = [torch.load(tmp_path / f"tdp-{rank}.pt") for rank in range(ranks)]
+    b = saved[0]["replicated"]["video"]
+    for option in ("offloaded", "sharded"):
+        a = saved[0][option]["video"]
+        rel = float((a - b).abs().max()) / float(b.abs().max())
+        print(
+            f"\n[weights] TDP {UNEVEN_TILES[ranks][:2]} tiles, {ranks} ranks, {option} vs replicated: rel {rel:.2e}"
+        )
+        assert rel <= RELATIVE_TOLERANCE, option
+    assert (
+        saved[0]["replicated"]["streamed"] == 0 and saved[0]["offloaded"]["streamed"] >= MIN_STREAMED_LAYERS
+    )
+    tiles = [s["sharded"]["result"]["tiles_on_rank"] for s in saved]
+    padding = {
+        option: [s[option]["result"]["padding_forwards"] for s in saved]
+        for option in ("replicated", "offloaded", "sharded")
+    }
+    print(
+        f"[weights] TDP sharded, {ranks} ranks: tiles per rank {tiles}, padding forwards {padding['sharded']}"
+    )
+    assert padding["replicated"] == padding["offloaded"] == [0] * ranks
+    steps = saved[0]["sharded"]["result"]["steps"]
+    # The ranks with the most tiles pad nothing; each other rank pads at least one forward per model call.
+    for rank_tiles, padded in zip(tiles, padding["sharded"]):
+        assert padded == 0 if rank_tiles == max(tiles) else padded >= steps, (tiles, padding)
+    assert min(tiles) < max(tiles)
 
 
 def test_the_ltxcore_backend_refuses_offloaded_weights(tiny):
@@ -418,3 +435,45 @@ def test_the_loaders_model_output_is_replicated(comfy, tiny, option):  # noqa: F
     found = errors(out[option], out["replicated"])
     print(f"\n[weights] loader MODEL, 2 ranks, {option} vs replicated: rel {[f'{r:.2e}' for _, r in found]}")
     assert len(found) == 2 and all(rel <= RELATIVE_TOLERANCE for _, rel in found), found
+
+
+# (ranks, graph, passes per step): 3 passes on 2 groups (one group runs a pass fewer), 2 passes on 3
+# groups (one group runs none); either way a group pads its weight gathers under sharded.
+UNEVEN_PASSES = {2: ("stg-block1", 3), 3: ("t2v-cfg3", 2)}
+
+
+@pytest.mark.parametrize("ranks", [2, 3])
+def test_sharded_guidance_groups_are_replicated(comfy, tiny, ranks):  # noqa: F811
+    """A guidance group per worker, the passes not dividing over the groups: under sharded the group
+    with fewer passes pads its weight gathers each step (NOTE [sharded lockstep]) and the SP Sampler
+    gives replicated's result."""
+    from test_group_model import GRAPHS, run_graph
+    from test_sp_sampler_guider import sp_sampler
+
+    from ltx2_mgpu.nodes.loader import LTX2MGPULoader
+
+    name, passes = UNEVEN_PASSES[ranks]
+    out, replies = {}, {}
+    try:
+        for weights in ("replicated", "sharded"):
+            mgpu, model, _info = LTX2MGPULoader().load(
+                tiny.checkpoint.name, f"cpu:{ranks}", "float32", weights=weights
+            )
+            mgpu = replace(mgpu, guidance_groups=ranks)
+            replies[weights] = []
+            out[weights] = run_graph(comfy, model, GRAPHS[name], sample=sp_sampler(mgpu, replies[weights]))
+    finally:
+        get_manager().unload()
+    found = errors(out["sharded"], out["replicated"])
+    padding = [r["padding_forwards"] for r in replies["sharded"]]
+    print(
+        f"\n[weights] {name}, {ranks} guidance groups of 1 worker, sharded vs replicated: rel "
+        f"{[f'{r:.2e}' for _, r in found]}, padding forwards per worker {padding}"
+    )
+    assert len(found) == 2 and all(rel <= RELATIVE_TOLERANCE for _, rel in found), found
+    assert all(r["guidance_groups"] == ranks and r["parallel_steps"] == 3 for r in replies["sharded"])
+    assert [r["weights"] for r in replies["sharded"]] == ["sharded"] * ranks
+    assert [r["padding_forwards"] for r in replies["replicated"]] == [0] * ranks
+    # Group k runs passes k, k + G, ...: the groups with fewer pad one forward per step, the others none.
+    runs = [len(range(k, passes, ranks)) for k in range(ranks)]
+    assert padding == [3 * (max(runs) - n) for n in runs] and max(padding) > 0, (runs, padding)

@@ -113,6 +113,7 @@ def sample_comfy(job, request: Sample) -> dict:
     from ..engine.comfy.guidance import build_guider, passes_per_step
     from ..engine.comfy.node_patches import make_live
     from ..engine.comfy.sequence_parallel import SequenceParallel
+    from ..engine.comfy.sharded_lockstep import lockstep_for
     from ..engine.comfy.weights import residency
     from ..strategies.guidance_plan import plan_guidance
     from .ops_comfy_model_call import live_patcher
@@ -122,6 +123,8 @@ def sample_comfy(job, request: Sample) -> dict:
     model = rt.state["model"]
     check_split(request, job.world_size)
     exchange = model.extras["exchange"]
+    lockstep = lockstep_for(model)  # sharded: None otherwise
+    padded_before = 0 if lockstep is None else lockstep.padded
     try:
         plan = plan_guidance(
             job.world_size,
@@ -138,8 +141,9 @@ def sample_comfy(job, request: Sample) -> dict:
         if plan.groups > 1:
             from ..engine.comfy.guidance_parallel import group_patcher
 
+            # sharded: the groups' forwards are evened out per step (NOTE [sharded lockstep])
             patcher, parallel, spread = group_patcher(
-                base, guidance_groups(job, model, plan.groups), model.diffusion_model
+                base, guidance_groups(job, model, plan.groups), model.diffusion_model, lockstep
             )
         else:
             parallel = SequenceParallel.for_model(exchange, model.diffusion_model)
@@ -188,6 +192,8 @@ def sample_comfy(job, request: Sample) -> dict:
         "guidance_groups": plan.groups,
         "parallel_steps": 0 if spread is None else spread.parallel_steps,
         "group_exchange": exchange.name if spread is None else spread.groups.exchange.name,
+        # Forwards this rank ran as weight gathers only, to keep step with a group that ran more (sharded).
+        "padding_forwards": 0 if lockstep is None else lockstep.padded - padded_before,
         # Where the weights were at the end of the run: streamed_modules are the layers cast in per call
         # (offloaded, sharded; 0 replicated), block_bytes the blocks' share this rank holds.
         **residency(model.patcher).to_reply(),
@@ -199,18 +205,8 @@ def requested_groups(model, requested: int) -> int:
     weights: ComfyUI's quantized layers give other numbers for a batch than for its parts (LTX-2.5's int8
     convrot file, natively, cond and uncond batched or not: 4e-2 / 8e-2 of the largest value apart on
     the tiny model), so splitting the batch would leave native's result."""
-    from ..engine.comfy.weights import is_sharded
     from ..wire.requests import GUIDANCE_AUTO
 
-    if is_sharded(model):
-        # FSDP2 gathers every block over all ranks (NOTE [sharded]): groups running different passes
-        # could call the blocks a different number of times.
-        if requested not in (GUIDANCE_AUTO, 1):
-            raise InputRejected(
-                f"guidance_parallel {requested} cannot run with weights sharded (every GPU must run every "
-                "pass); set guidance_parallel to off or auto, or the loader's weights to offloaded"
-            )
-        return 1
     quantized = getattr(model.patcher.model.model_config, "quant_config", None) is not None
     return 1 if requested == GUIDANCE_AUTO and quantized else requested
 

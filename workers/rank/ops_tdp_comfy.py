@@ -28,17 +28,11 @@ from .preview import step_callbacks
 def tdp_upscale_comfy(job, model: ComfyModel, request: TdpUpscale) -> dict:
     """Request and result as ops_tdp.tdp_upscale; the preview modes are not served on this backend yet."""
     from ..engine.comfy.latent_upsample import cached_latent_upsampler, upsample_video, video_statistics
+    from ..engine.comfy.sharded_lockstep import lockstep_for
     from ..engine.comfy.tdp import denoise_tiled, held_audio_latent
     from ..engine.comfy.tiled_cond_batch import check_conditioning
-    from ..engine.comfy.weights import is_sharded
 
     rt = job.runtime
-    if is_sharded(model):
-        # FSDP2 gathers every block over all ranks (NOTE [sharded]); tiles are dealt unevenly.
-        raise InputRejected(
-            "the TDP Upscaler deals its tiles unevenly over the GPUs, which weights sharded cannot follow (every "
-            "GPU must run every block together); set the loader's weights to offloaded for this workflow"
-        )
     try:
         grid, up_shape, region = ops_tdp.validate(request)
         if region is not None:
@@ -69,15 +63,22 @@ def tdp_upscale_comfy(job, model: ComfyModel, request: TdpUpscale) -> dict:
         on_step(step + 1, total, x)  # progress, and Cancel agreed at the step boundary
 
     job.check_cancel()
+    lockstep = lockstep_for(
+        model
+    )  # sharded: ranks with fewer tiles pad their gathers (NOTE [sharded lockstep])
+    padded = 0 if lockstep is None else lockstep.padded
     out = denoise_tiled(
         model, latent, positive, negative, request.sigmas.float(), request.sampler, request.cfg,
         request.seed, grid, rank=job.rank, world_size=job.world_size,
-        reduce=ops_tdp.all_reduce_sum(job.world_size), callback=callback,
+        reduce=ops_tdp.all_reduce_sum(job.world_size), callback=callback, lockstep=lockstep,
     )  # fmt: skip
     samples = out["samples"]
     result = samples.unbind()[0] if samples.is_nested else samples
     if job.rank == 0:
         request.out_video.copy_(result.to(request.out_video.dtype))
-    return ops_tdp.tdp_result(
+    result = ops_tdp.tdp_result(
         job, grid, up_shape, request, None, None if audio is None else int(audio.shape[2])
     )
+    # Forwards this rank ran as gathers only to keep step with ranks that had more tiles (sharded).
+    result["padding_forwards"] = 0 if lockstep is None else lockstep.padded - padded
+    return result

@@ -7,7 +7,11 @@ conds it got and the extra passes active at this sigma. It runs every pass once,
 k mod G (sequence-parallel over that group's ranks), gathers all outputs to every rank in one
 exchange, returns [cond, uncond] and keeps the extra passes' outputs for the calls that follow.
 A call it did not plan for (another wrapper's, an unknown term's) runs in every group alike, as
-plain SP would, so the result never depends on the plan. Import only after bootstrap.import_comfyui.
+plain SP would, so the result never depends on the plan. Under weights sharded the groups' forward
+counts are evened out before the gather (NOTE [sharded lockstep]): a group with a pass fewer, or none,
+runs the missing forwards as weight gathers only. Those gathers span all ranks (the FSDP2 mesh is the
+whole world); the SP exchange stays inside a group, whose members always run the same forwards.
+Import only after bootstrap.import_comfyui.
 """
 
 from __future__ import annotations
@@ -73,8 +77,9 @@ class GuidanceGroups:
 class ParallelPasses:
     """The CALC_COND_BATCH wrapper (module doc). One per sampling job."""
 
-    def __init__(self, groups: GuidanceGroups) -> None:
+    def __init__(self, groups: GuidanceGroups, lockstep: Any = None) -> None:
         self.groups = groups
+        self.lockstep = lockstep  # the sharded model's sharded_lockstep.Lockstep; None otherwise
         self._kept: dict[str, tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = {}
         self.parallel_steps = 0  # steps whose passes ran spread over the groups (reported, tested)
 
@@ -99,11 +104,15 @@ class ParallelPasses:
         if len(calls) < 2:
             return executor(model, conds, x, timestep, model_options)
         G = self.groups.groups
+        if self.lockstep is not None:
+            self.lockstep.begin()
         mine = [
             executor(model, batch, x, timestep, options)[0]
             for k, (_, batch, options) in enumerate(calls)
             if k % G == self.groups.index
         ]
+        if self.lockstep is not None:
+            self.lockstep.end()
         per_group = -(-len(calls) // G)
         gathered = self.groups.gather(mine, per_group, x)
         outputs = {name: gathered[k % G][k // G] for k, (name, _, _) in enumerate(calls)}
@@ -115,11 +124,12 @@ class ParallelPasses:
 
 
 def group_patcher(
-    patcher: Any, groups: GuidanceGroups, model: torch.nn.Module
+    patcher: Any, groups: GuidanceGroups, model: torch.nn.Module, lockstep: Any = None
 ) -> tuple[Any, SequenceParallel, ParallelPasses]:
-    """`patcher` cloned with SP over this rank's guidance group and the pass-spreading wrapper."""
+    """`patcher` cloned with SP over this rank's guidance group and the pass-spreading wrapper;
+    `lockstep` for a sharded model (NOTE [sharded lockstep])."""
     parallel = SequenceParallel.for_model(groups.exchange, model)
     clone = parallel.patch(patcher)
-    passes = ParallelPasses(groups)
+    passes = ParallelPasses(groups, lockstep)
     passes.install(clone)
     return clone, parallel, passes

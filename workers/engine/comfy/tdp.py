@@ -11,6 +11,8 @@ Import only after bootstrap.import_comfyui.
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
 from ...strategies import tiled
@@ -53,11 +55,12 @@ def denoise_tiled(
     world_size: int,
     reduce: Reduce,
     callback: StepCallback | None = None,
+    lockstep: Any = None,
 ) -> dict:
     """`latent` (a LATENT dict, video or AV nested, video first) denoised along `sigmas` with the
     model call tiled over `grid`; returns the LATENT the sampler gives. Collective (one `reduce` per
     model call); identical on every rank. ValueError (before any collective) for conditioning a tile
-    cannot carry."""
+    cannot carry. `lockstep`: the sharded model's (NOTE [sharded lockstep]), else None."""
     check_conditioning(positive, "positive")
     check_conditioning(negative, "negative")
     import comfy.patcher_extension
@@ -69,7 +72,7 @@ def denoise_tiled(
     patcher.add_wrapper_with_key(
         comfy.patcher_extension.WrappersMP.CALC_COND_BATCH,
         WRAPPER_KEY,
-        TiledCondBatch(grid, shapes, rank=rank, world_size=world_size, reduce=reduce),
+        TiledCondBatch(grid, shapes, rank=rank, world_size=world_size, reduce=reduce, lockstep=lockstep),
     )
     with torch.inference_mode():
         return sample(

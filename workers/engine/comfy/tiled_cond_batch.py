@@ -17,7 +17,9 @@ would, weighted by exactly 1.0: the result is native ComfyUI's bit for bit.
 
 Collective: every call all-reduces once (in `reduce`), on every rank, also on ranks without tiles;
 nothing inside calc_cond_batch is collective, so ComfyUI's per-process memory-based batching of
-cond and uncond cannot make ranks disagree on the number of collectives.
+cond and uncond cannot make ranks disagree on the number of collectives. Under weights sharded every
+forward gathers the blocks' weights over the ranks: the call then ends by evening out the ranks'
+forward counts (`lockstep`, NOTE [sharded lockstep]), since the tiles are dealt unevenly.
 """
 
 from __future__ import annotations
@@ -48,8 +50,12 @@ class TiledCondBatch:
         rank: int,
         world_size: int,
         reduce: Reduce,
+        lockstep: Any = None,
     ) -> None:
+        """`lockstep`: the sharded model's sharded_lockstep.Lockstep; None for replicated or offloaded
+        weights (no collective inside a forward)."""
         self.grid = grid
+        self.lockstep = lockstep
         self.shapes = [torch.Size(s) for s in latent_shapes]
         self.tiles = grid.for_rank(rank, world_size)
         self.reduce = reduce
@@ -61,6 +67,8 @@ class TiledCondBatch:
     ) -> list[torch.Tensor]:
         streams = self._unpack(x_in, self.shapes)
         buffer, views = _zero_buffer(len(conds), streams)
+        if self.lockstep is not None:
+            self.lockstep.begin()
         for tile in self.tiles:
             tile_streams = [tile.cut(streams[0]).contiguous(), *streams[1:]]
             tile_x, tile_shapes = self._pack(tile_streams)
@@ -75,6 +83,8 @@ class TiledCondBatch:
                 tile.cut(views[0][i]).add_(parts[0] * weight)
                 for view, part in zip(views[1:], parts[1:]):
                     view[i].add_(part * self.stream_share)
+        if self.lockstep is not None:
+            self.lockstep.end()
         self.reduce(buffer)
         return [self._pack([view[i] for view in views])[0] for i in range(len(conds))]
 
