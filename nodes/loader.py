@@ -157,7 +157,7 @@ class LTX2MGPULoader:
                         "(fastest); offloaded = each GPU keeps what fits and casts the other layers in from host "
                         "memory per step (for GPUs too small for a copy; slower; needs host memory for a copy per "
                         "GPU); sharded = each GPU keeps 1/N of every block and gathers a block just before it runs "
-                        "(one GPU per worker, bf16 files, SP Sampler and this MODEL; not the TDP Upscaler). The "
+                        "(one GPU per worker; every node). The "
                         "console's pre-flight shows what fits. Same video either way.",
                     },
                 ),

@@ -7,12 +7,12 @@ transformer keeps its weight where it loaded and casts it per call, LoRA patches
 which is the path a GPU takes for the layers beyond its budget. Claims, tiny model, float32, CPU ranks:
 - the path really ran: the ranks report streamed layers after loading and after sampling (the
   sampler's own load_models_gpu does not load them back), replicated reports none;
-- SP Sampler on 2 and 3 ranks, the TDP Upscaler's command on 2 and 3 ranks, and a LoRA set, its
-  strength changed and removed: offloaded = replicated within 1e-6 of the largest magnitude (same
-  arithmetic: expected bit for bit);
-- sharded (torch FSDP2 over the ranks' gloo group): each rank holds 1/N of the blocks, and SP sampling
-  and LoRA switching give replicated's numbers as above; the TDP Upscaler is refused with the option
-  to set;
+- SP Sampler on 2 and 3 ranks, the TDP Upscaler's command on 2 and 3 ranks (tiles dealt unevenly), and
+  a LoRA set, its strength changed and removed: offloaded = replicated within 1e-6 of the largest
+  magnitude (same arithmetic: expected bit for bit);
+- sharded (torch FSDP2 over the ranks' gloo group): each rank holds 1/N of the blocks, and SP sampling,
+  LoRA switching, the TDP Upscaler and guidance groups with passes that do not divide over them give
+  replicated's numbers as above, the ranks with less work padding their weight gathers (counted);
 - sharded on the fp8 scaled and nvfp4 files: each rank holds what the pre-flight sizes from the file's
   header (half the quantized data, the scales whole), SP sampling gives replicated's numbers bit for
   bit (nvfp4 on rows that do not split evenly is refused, naming why), and on the fp8 file a

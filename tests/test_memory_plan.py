@@ -97,7 +97,7 @@ def test_sharded_is_not_offered_on_workers_that_share_a_gpu():
     own = plan(sizes, ["cuda:0", "cuda:1"], [32 * GIB] * 2, "sharded", TOKENS, "bfloat16")
     assert own.fits("sharded") and "sharded" in own.available and own.recommended == "offloaded"
     check_plan(own, sizes, "bfloat16")
-    assert "the TDP Upscaler needs offloaded" in own.console_block()
+    assert "sharded: one GPU per worker; serves every node" in own.console_block()
     shared = plan(sizes, ["cuda:0", "cuda:0"], [32 * GIB] * 2, "offloaded", TOKENS, "bfloat16")
     assert "sharded" not in shared.available
     assert "sharded 30.2 GiB (not on shared GPUs)" in shared.console_block()

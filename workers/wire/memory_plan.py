@@ -121,7 +121,8 @@ class PreFlight:
             )
         if self.chosen == WEIGHTS_SHARDED:
             lines.append(
-                "  sharded serves the SP Sampler and the loader's MODEL; the TDP Upscaler needs offloaded"
+                "  sharded: one GPU per worker; serves every node (the GPUs gather each "
+                "block's weights together, so one with less work waits for the others)"
             )
         return "\n".join(lines)
 

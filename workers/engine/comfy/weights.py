@@ -142,7 +142,8 @@ def shard_blocks(patcher: Any, device: torch.device, group: Any) -> int:
     of the GPU a block's gather overlaps the previous block's compute; explicit prefetch
     (set_modules_to_forward_prefetch) fails on CPU ranks (FSDP2 keeps no streams there) and is left
     until it can be measured on two GPUs. Collective: every rank must run the same blocks in the same order,
-    which SP sampling does and TDP's uneven tile counts do not (refused there).
+    which SP sampling does; where the ranks' work differs (TDP's uneven tiles, guidance groups) it runs in
+    lockstep slots, the ranks with less work padding their gathers (sharded_lockstep.py).
 
     The patcher is loaded with a budget of 0 first (every comfy.ops layer casts per call), so a LoRA
     patch applies at the cast to the gathered full weight (ComfyUI's LowVramPatch), never to a shard;
