@@ -11,6 +11,7 @@ x 96 bytes = 4.5 GiB. Per GPU: replicated 44 + 4.5 + 1 (runtime) = 49.5 GiB; off
 from __future__ import annotations
 
 import logging
+import os
 
 import pytest
 
@@ -207,3 +208,34 @@ def test_sharded_on_workers_sharing_a_gpu_is_refused_before_they_start(tiny):
         ValueError, match=r"weights sharded needs one GPU per worker, but the workers share GPUs"
     ):
         check_fits(model)
+
+
+def test_host_memory_too_small_for_the_option_is_refused_with_what_to_set():
+    """The pre-flight refuses before any worker loads. On 32 GiB GPUs (replicated does not fit): offloaded keeps the whole model (44 GiB) in each worker's
+    host memory, sharded the 2 GiB outside the blocks; CPU workers are not checked (the host is their
+    device)."""
+    from ltx2_mgpu.workers.group.preflight import available_host_bytes
+
+    shapes, dtypes = header()
+    gpus, capacities = ["cuda:0", "cuda:1"], [32 * GIB] * 2
+
+    def run(weights: str, host_gib: float, devices=gpus) -> None:
+        on_gpus = capacities if devices is gpus else None  # CPU workers: read as having no device capacity
+        preflight(shapes, dtypes, devices, weights, TOKENS, "bfloat16", on_gpus, int(host_gib * GIB))
+
+    with pytest.raises(
+        ValueError,
+        match=r"weights offloaded keeps the whole diffusion model, cast in per call, in every worker's host "
+        r"memory: 44.0 GiB per worker, 88.0 GiB for 2 workers, but this machine has 64.0 GiB available. "
+        r"Set the loader's weights to sharded, or free host memory",
+    ):
+        run("offloaded", 64)
+    run("offloaded", 90)
+    run("sharded", 4.5)
+    with pytest.raises(
+        ValueError,
+        match=r"weights sharded keeps the layers outside the blocks.*4.0 GiB for 2 workers.*use fewer GPUs",
+    ):
+        run("sharded", 3)
+    run("offloaded", 1, devices=["cpu", "cpu"])
+    assert 0 < available_host_bytes() <= os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from ..wire.memory_plan import PreFlight, activation_bytes, check_plan, model_sizes, plan
+from ..wire.memory_plan import PreFlight, activation_bytes, check_host, check_plan, model_sizes, plan
 from . import console
 
 
@@ -24,6 +24,19 @@ def gpu_capacities(devices: Sequence[str]) -> list[int | None]:
     return out
 
 
+def available_host_bytes() -> int | None:
+    """The host's available memory (MemAvailable in /proc/meminfo: free plus reclaimable cache), bytes;
+    None where it cannot be read (not Linux)."""
+    try:
+        with open("/proc/meminfo") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024  # the file counts kB
+    except OSError:
+        return None
+    return None
+
+
 def preflight(
     shapes: Mapping[str, Sequence[int]],
     dtypes: Mapping[str, str],
@@ -32,14 +45,17 @@ def preflight(
     max_video_tokens: int,
     weight_dtype: str,
     capacities: Sequence[int | None] | None = None,
+    host_available: int | None = -1,
 ) -> tuple[PreFlight, int]:
-    """Print the plan as one console block; ValueError (what to change) when `weights` does not fit.
+    """Print the plan as one console block; ValueError (what to change) when `weights` does not fit the
+    GPUs or the host memory (`host_available` bytes; -1 reads the host's, None skips that check).
     Returns the plan and the bytes an offloaded GPU must keep free for the step (activations, runtime)."""
     sizes = model_sizes(shapes, dtypes, weight_dtype)
     capacities = gpu_capacities(devices) if capacities is None else capacities
     found = plan(sizes, devices, capacities, weights, max_video_tokens, weight_dtype)
     console.info(found.console_block())
     check_plan(found, sizes, weight_dtype)
+    check_host(found, sizes, available_host_bytes() if host_available == -1 else host_available)
     need = max(found.needs[weights], key=lambda n: n.total_bytes)
     reserve = activation_bytes(sizes, max_video_tokens, len(devices), weight_dtype) + need.runtime_bytes
     return found, reserve

@@ -228,6 +228,47 @@ def plan(
     )
 
 
+# What each option keeps in a GPU worker's host memory once loaded, and why.
+HOST_KEEPS = {
+    WEIGHTS_REPLICATED: "nothing once loaded",
+    WEIGHTS_OFFLOADED: "the whole diffusion model, cast in per call",
+    WEIGHTS_SHARDED: "the layers outside the blocks, cast in per call",
+}
+
+
+def host_bytes(sizes: ModelSizes, option: str) -> int:
+    """What one GPU worker keeps in host memory under `option` (HOST_KEEPS). Offloaded counts the whole
+    model, as its resident part is only known once ComfyUI loads it: an upper bound."""
+    return {WEIGHTS_REPLICATED: 0, WEIGHTS_OFFLOADED: sizes.total_bytes, WEIGHTS_SHARDED: sizes.other_bytes}[
+        option
+    ]
+
+
+def check_host(preflight: PreFlight, sizes: ModelSizes, available_bytes: int | None) -> None:
+    """ValueError when the GPU workers' host memory under the chosen option exceeds what the host has
+    available (`available_bytes`; None: unknown, not checked). CPU workers are not checked: the host
+    is their device. Names the options that fit both the GPUs and the host."""
+    needs = preflight.needs[preflight.chosen]
+    if available_bytes is None or any(n.capacity_bytes is None for n in needs):
+        return
+    workers = len(needs)
+    if host_bytes(sizes, preflight.chosen) * workers <= available_bytes:
+        return
+    fitting = [
+        o
+        for o in preflight.available
+        if preflight.fits(o) and host_bytes(sizes, o) * workers <= available_bytes
+    ]
+    what = (
+        f"weights {preflight.chosen} keeps {HOST_KEEPS[preflight.chosen]}, in every worker's host memory: "
+        f"{gib(host_bytes(sizes, preflight.chosen))} per worker, {gib(host_bytes(sizes, preflight.chosen) * workers)} "
+        f"for {workers} workers, but this machine has {gib(available_bytes)} available"
+    )
+    if fitting:
+        raise ValueError(f"{what}. Set the loader's weights to {fitting[0]}, or free host memory")
+    raise ValueError(f"{what}. Free host memory, or use fewer GPUs (each worker keeps its own copy)")
+
+
 def check_plan(preflight: PreFlight, sizes: ModelSizes, weight_dtype: str) -> None:
     """ValueError when the chosen option does not fit: which option to change to, or, when none fits,
     the largest max_video_tokens that would."""
