@@ -137,10 +137,12 @@ def test_lora_switching_is_replicated(comfy, recipe, lora_files, monkeypatch, op
 UNEVEN_TILES = {2: (1, 3, 1, True), 3: (1, 2, 1, True)}
 
 
-def _tdp_all(rank: int, world_size: int, init_file: str, root: str, tiny_dir: str, out_dir: str) -> None:
+def _tdp_all(
+    rank: int, world_size: int, init_file: str, root: str, tiny_dir: str, out_dir: str, on_gpus: bool = False
+) -> None:
     """One rank: the tiny file loaded replicated, offloaded (budget 0: every layer streamed) and sharded,
     the tdp_upscale command on UNEVEN_TILES each time; every rank saves its videos, streamed layer
-    counts and padding forwards."""
+    counts and padding forwards. `on_gpus`: rank r on cuda:r over NCCL, else CPU over gloo."""
     import torch.distributed as dist
 
     from ltx2_mgpu.workers.embedded.tiny_model import CHECKPOINT_FILE_NAME, UPSCALER_FILE_NAME
@@ -150,8 +152,11 @@ def _tdp_all(rank: int, world_size: int, init_file: str, root: str, tiny_dir: st
     from ltx2_mgpu.workers.rank.ops_tdp import tdp_upscale
     from ltx2_mgpu.workers.wire.comfyui_root import check_comfyui_root
 
-    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world_size)
-    device = torch.device("cpu")
+    device = torch.device("cuda", rank) if on_gpus else torch.device("cpu")
+    if on_gpus:
+        torch.cuda.set_device(device)
+    backend = "nccl" if on_gpus else "gloo"
+    dist.init_process_group(backend, init_method=f"file://{init_file}", rank=rank, world_size=world_size)
     import_comfyui(check_comfyui_root(root), device)
     saved = {}
     for weights, budget in (("replicated", None), ("offloaded", 0), ("sharded", 0)):
@@ -192,6 +197,19 @@ def test_offloaded_and_sharded_tdp_are_replicated(tiny, tmp_path, ranks):
         str(tmp_path),
         timeout_s=900,
     )
+    check_tdp_parity(tmp_path, ranks)
+
+
+@pytest.mark.gpu
+@pytest.mark.multigpu
+def test_sharded_tdp_on_two_gpus_is_replicated(tiny, tmp_path):
+    """As on CPU ranks, over NCCL on cuda:0 and cuda:1 (FSDP2 gathers on its own stream there)."""
+    args = (str(comfyui_root()), str(tiny.checkpoint.parent), str(tmp_path), True)
+    run_ranks(_tdp_all, 2, tmp_path, *args, timeout_s=900)
+    check_tdp_parity(tmp_path, 2)
+
+
+def check_tdp_parity(tmp_path: Path, ranks: int) -> None:
     saved = [torch.load(tmp_path / f"tdp-{rank}.pt") for rank in range(ranks)]
     b = saved[0]["replicated"]["video"]
     for option in ("offloaded", "sharded"):
@@ -447,6 +465,18 @@ def test_sharded_guidance_groups_are_replicated(comfy, tiny, ranks):  # noqa: F8
     """A guidance group per worker, the passes not dividing over the groups: under sharded the group
     with fewer passes pads its weight gathers each step (NOTE [sharded lockstep]) and the SP Sampler
     gives replicated's result."""
+    check_guidance_parity(comfy, tiny, ranks, f"cpu:{ranks}")
+
+
+@pytest.mark.gpu
+@pytest.mark.multigpu
+def test_sharded_guidance_groups_on_two_gpus_are_replicated(comfy, tiny):  # noqa: F811
+    """As on CPU workers, over NCCL on cuda:0 and cuda:1: the gathers span both GPUs, each group's SP
+    exchange stays inside it."""
+    check_guidance_parity(comfy, tiny, 2, "cuda:0,cuda:1")
+
+
+def check_guidance_parity(comfy, tiny, ranks: int, devices: str) -> None:  # noqa: F811
     from test_group_model import GRAPHS, run_graph
     from test_sp_sampler_guider import sp_sampler
 
@@ -457,7 +487,7 @@ def test_sharded_guidance_groups_are_replicated(comfy, tiny, ranks):  # noqa: F8
     try:
         for weights in ("replicated", "sharded"):
             mgpu, model, _info = LTX2MGPULoader().load(
-                tiny.checkpoint.name, f"cpu:{ranks}", "float32", weights=weights
+                tiny.checkpoint.name, devices, "float32", weights=weights
             )
             mgpu = replace(mgpu, guidance_groups=ranks)
             replies[weights] = []
