@@ -25,6 +25,7 @@ import torch.distributed as dist
 from ....kernels import even_split, make_head_exchange
 from .guidance import PASS_KEY, ExtraPass
 from .sequence_parallel import SequenceParallel
+from .sharded_lockstep import Lockstep, section
 
 WRAPPER_KEY = "ltx2_mgpu_guidance_parallel"
 
@@ -77,9 +78,9 @@ class GuidanceGroups:
 class ParallelPasses:
     """The CALC_COND_BATCH wrapper (module doc). One per sampling job."""
 
-    def __init__(self, groups: GuidanceGroups, lockstep: Any = None) -> None:
+    def __init__(self, groups: GuidanceGroups, lockstep: Lockstep | None = None) -> None:
         self.groups = groups
-        self.lockstep = lockstep  # the sharded model's sharded_lockstep.Lockstep; None otherwise
+        self.lockstep = lockstep  # the sharded model's; None otherwise
         self._kept: dict[str, tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = {}
         self.parallel_steps = 0  # steps whose passes ran spread over the groups (reported, tested)
 
@@ -104,15 +105,12 @@ class ParallelPasses:
         if len(calls) < 2:
             return executor(model, conds, x, timestep, model_options)
         G = self.groups.groups
-        if self.lockstep is not None:
-            self.lockstep.begin()
-        mine = [
-            executor(model, batch, x, timestep, options)[0]
-            for k, (_, batch, options) in enumerate(calls)
-            if k % G == self.groups.index
-        ]
-        if self.lockstep is not None:
-            self.lockstep.end()
+        with section(self.lockstep):  # sharded: a group with a pass fewer pads its gathers
+            mine = [
+                executor(model, batch, x, timestep, options)[0]
+                for k, (_, batch, options) in enumerate(calls)
+                if k % G == self.groups.index
+            ]
         per_group = -(-len(calls) // G)
         gathered = self.groups.gather(mine, per_group, x)
         outputs = {name: gathered[k % G][k // G] for k, (name, _, _) in enumerate(calls)}
@@ -124,7 +122,7 @@ class ParallelPasses:
 
 
 def group_patcher(
-    patcher: Any, groups: GuidanceGroups, model: torch.nn.Module, lockstep: Any = None
+    patcher: Any, groups: GuidanceGroups, model: torch.nn.Module, lockstep: Lockstep | None = None
 ) -> tuple[Any, SequenceParallel, ParallelPasses]:
     """`patcher` cloned with SP over this rank's guidance group and the pass-spreading wrapper;
     `lockstep` for a sharded model (NOTE [sharded lockstep])."""

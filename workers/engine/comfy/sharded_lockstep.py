@@ -24,6 +24,8 @@ Import only after bootstrap.import_comfyui.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any
 
 import torch
@@ -34,12 +36,12 @@ EXTRAS_KEY = "sharded_lockstep"
 
 
 class Lockstep:
-    """Counts this rank's forwards through the sharded blocks and evens the count out over the ranks."""
+    """Keeps this rank's forwards through the sharded blocks in step with the other ranks' (module NOTE)."""
 
     def __init__(self, blocks: torch.nn.ModuleList, device: torch.device) -> None:
         self.blocks = list(blocks)
         self.device = device
-        self.active = False  # inside a section (between begin and end)
+        self.active = False  # inside a section: forwards announce themselves
         self.padded = 0  # gather-only forwards this rank ran (reported, tested)
         # prepend: the announcement must come before FSDP2's own pre-hook gathers block 0.
         self._hook = self.blocks[0].register_forward_pre_hook(self._announce, prepend=True)
@@ -54,14 +56,20 @@ class Lockstep:
         dist.all_reduce(flag, op=dist.ReduceOp.MAX)
         return has_forward or bool(flag.item())  # a rank with a forward never waits for the answer
 
-    def begin(self) -> None:
-        """Start a section whose forwards may differ between ranks."""
+    @contextmanager
+    def section(self) -> Iterator[None]:
+        """Work whose forwards may differ between ranks; on leaving it, pad (collective). An error inside
+        only ends the announcing: the other ranks are then stuck in a collective anyway, and later
+        forwards outside a section must not announce."""
         self.active = True
+        try:
+            yield
+        finally:
+            self.active = False
+        self._pad()
 
-    def end(self) -> int:
-        """End the section (collective over the default group): pad until no rank has a forward left.
-        Returns the padding forwards this rank ran."""
-        self.active = False
+    def _pad(self) -> int:
+        """Padding forwards until no rank has a forward left; returns how many this rank ran."""
         missing = 0
         while self._slot(has_forward=False):
             for block in self.blocks:
@@ -72,11 +80,17 @@ class Lockstep:
         return missing
 
 
+def section(lockstep: Lockstep | None) -> AbstractContextManager[None]:
+    """lockstep.section(), or nothing for a model that is not sharded."""
+    return nullcontext() if lockstep is None else lockstep.section()
+
+
 def lockstep_for(model: Any) -> Lockstep | None:
-    """The Lockstep of a sharded ComfyModel (made once, kept with the model); None when not sharded."""
+    """The Lockstep of a sharded ComfyModel (made once, kept with the model); None when not sharded or on
+    one rank (nothing to keep step with)."""
     from .weights import is_sharded
 
-    if not is_sharded(model):
+    if not is_sharded(model) or dist.get_world_size() == 1:
         return None
     kept = model.extras.get(EXTRAS_KEY)
     if kept is None:

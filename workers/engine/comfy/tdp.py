@@ -11,14 +11,13 @@ Import only after bootstrap.import_comfyui.
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 
 from ...strategies import tiled
 from .model import ComfyModel
 from .node_patches import make_live
 from .sampling import StepCallback, sample
+from .sharded_lockstep import Lockstep
 from .tiled_cond_batch import Reduce, TiledCondBatch, check_conditioning
 
 # The key our wrapper is registered under on the sampling clone of the ModelPatcher.
@@ -55,7 +54,7 @@ def denoise_tiled(
     world_size: int,
     reduce: Reduce,
     callback: StepCallback | None = None,
-    lockstep: Any = None,
+    lockstep: Lockstep | None = None,
 ) -> dict:
     """`latent` (a LATENT dict, video or AV nested, video first) denoised along `sigmas` with the
     model call tiled over `grid`; returns the LATENT the sampler gives. Collective (one `reduce` per

@@ -30,6 +30,7 @@ from typing import Any
 import torch
 
 from ...strategies import tiled
+from .sharded_lockstep import Lockstep, section
 
 Reduce = Callable[[torch.Tensor], None]
 # Model conds that hold positions in the whole video (guides, keyframes): a tile cannot carry them.
@@ -50,7 +51,7 @@ class TiledCondBatch:
         rank: int,
         world_size: int,
         reduce: Reduce,
-        lockstep: Any = None,
+        lockstep: Lockstep | None = None,
     ) -> None:
         """`lockstep`: the sharded model's sharded_lockstep.Lockstep; None for replicated or offloaded
         weights (no collective inside a forward)."""
@@ -67,24 +68,21 @@ class TiledCondBatch:
     ) -> list[torch.Tensor]:
         streams = self._unpack(x_in, self.shapes)
         buffer, views = _zero_buffer(len(conds), streams)
-        if self.lockstep is not None:
-            self.lockstep.begin()
-        for tile in self.tiles:
-            tile_streams = [tile.cut(streams[0]).contiguous(), *streams[1:]]
-            tile_x, tile_shapes = self._pack(tile_streams)
-            tile_conds = [
-                None if c is None else [tile_cond(d, tile, self.shapes[0], tile_shapes) for d in c]
-                for c in conds
-            ]
-            outputs = executor(model, tile_conds, tile_x, timestep, model_options)
-            weight = tile.blend_mask(torch.float32, x_in.device)
-            for i, output in enumerate(outputs):
-                parts = self._unpack(output, tile_shapes)
-                tile.cut(views[0][i]).add_(parts[0] * weight)
-                for view, part in zip(views[1:], parts[1:]):
-                    view[i].add_(part * self.stream_share)
-        if self.lockstep is not None:
-            self.lockstep.end()
+        with section(self.lockstep):  # sharded: ranks with fewer tiles pad their gathers
+            for tile in self.tiles:
+                tile_streams = [tile.cut(streams[0]).contiguous(), *streams[1:]]
+                tile_x, tile_shapes = self._pack(tile_streams)
+                tile_conds = [
+                    None if c is None else [tile_cond(d, tile, self.shapes[0], tile_shapes) for d in c]
+                    for c in conds
+                ]
+                outputs = executor(model, tile_conds, tile_x, timestep, model_options)
+                weight = tile.blend_mask(torch.float32, x_in.device)
+                for i, output in enumerate(outputs):
+                    parts = self._unpack(output, tile_shapes)
+                    tile.cut(views[0][i]).add_(parts[0] * weight)
+                    for view, part in zip(views[1:], parts[1:]):
+                        view[i].add_(part * self.stream_share)
         self.reduce(buffer)
         return [self._pack([view[i] for view in views])[0] for i in range(len(conds))]
 
