@@ -97,17 +97,20 @@ def test_gemma4_auto_runs_whole_on_rank0_when_it_fits(native25, tiny25, monkeypa
 
 
 @pytest.mark.gpu
-@pytest.mark.multigpu
-def test_gemma4_layer_split_on_gpus_equals_whole_on_one(native25, tiny25, monkeypatch):  # noqa: F811
-    """Two GPUs (NCCL send/recv): the split gives bit for bit what the whole encoder gives on the first
-    GPU (ComfyUI's bf16 projection on GPUs makes both differ from the CPU's native run)."""
+@pytest.mark.parametrize(
+    "devices", ["cuda:0,cuda:0", pytest.param("cuda:0,cuda:1", marks=pytest.mark.multigpu)]
+)
+def test_gemma4_layer_split_on_gpus_equals_whole_on_one(native25, tiny25, monkeypatch, devices):  # noqa: F811
+    """On GPUs (two workers sharing one GPU: gloo through the host; two GPUs: NCCL send/recv): the
+    split gives bit for bit what the whole encoder gives on the first GPU (ComfyUI's bf16 projection
+    on GPUs makes both differ from the CPU's native run)."""
     from ltx2_mgpu.nodes.loader import LTX2MGPULoader
     from ltx2_mgpu.nodes.text_encode import LTX2MGPUTextEncode
 
     replies = keep_replies(monkeypatch)
     model, _native_model, _info = LTX2MGPULoader().load(
         tiny25.transformer.name,
-        "cuda:0,cuda:1",
+        devices,
         "float32",
         video_vae_name=tiny25.video_vae.name,
         audio_vae_name=tiny25.audio_vae.name,
@@ -120,7 +123,7 @@ def test_gemma4_layer_split_on_gpus_equals_whole_on_one(native25, tiny25, monkey
         get_manager().unload()
         assert_no_leaks()
     print(
-        f"\n[LTX-2.5 Gemma 4 on 2 GPUs] split vs whole: max abs {float((split[0][0] - whole[0][0]).abs().max()):.2e}"
+        f"\n[LTX-2.5 Gemma 4 on {devices}] split vs whole: max abs {float((split[0][0] - whole[0][0]).abs().max()):.2e}"
     )
     assert [r["placement"] for r in replies[0]] == ["rank 0", "rank 0"]
     assert [r["placement"] for r in replies[1]] == ["layers", "layers"]
