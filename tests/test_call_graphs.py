@@ -105,3 +105,37 @@ def test_replayed_model_calls_equal_eager_ones_bit_for_bit(comfy, tiny, name):  
     for a, b in zip(graphed, eager):
         assert torch.equal(a, b), (name, float((a - b).abs().max()))
     assert all(rel <= 1e-5 for _, rel in errors(graphed, native))
+
+
+@pytest.mark.gpu
+@pytest.mark.comfyui
+def test_sp_sampler_steps_replayed_equal_eager_ones_bit_for_bit(tiny):
+    """The SP Sampler's loop inside one GPU worker (CFG 3 / 7, euler, 3 steps): the same result with
+    its calls replayed from CUDA graphs as with LTX2_MGPU_CUDA_GRAPHS=0."""
+    from comfyui_harness import comfyui_root
+    from test_guidance_gpu import sample
+
+    from ltx2_mgpu.workers.group.manager import MGPUModel
+    from ltx2_mgpu.workers.wire.comfyui_root import check_comfyui_root
+
+    root = check_comfyui_root(comfyui_root())
+    model = MGPUModel.create(
+        tiny.checkpoint, devices="cuda:0", dtype="float32", backend="comfy",
+        comfyui_root=root.path, comfyui_version=root.version,
+    )  # fmt: skip
+    manager = get_manager()
+    try:
+        manager.env.pop("LTX2_MGPU_CUDA_GRAPHS", None)
+        graphed, reply = sample(model, 1)
+        manager.unload()
+        manager.env["LTX2_MGPU_CUDA_GRAPHS"] = "0"
+        eager, eager_reply = sample(model, 1)
+    finally:
+        manager.env.pop("LTX2_MGPU_CUDA_GRAPHS", None)
+        manager.unload()
+    assert_no_leaks()
+    print(f"\n[call graphs] SP Sampler: replays/captures {reply['cuda_graphs']}")
+    assert eager_reply["cuda_graphs"] is None
+    assert reply["cuda_graphs"][0] >= 1 and reply["cuda_graphs"][1] >= 1, reply["cuda_graphs"]
+    for a, b in zip(graphed, eager):
+        assert torch.equal(a, b), float((a - b).abs().max())

@@ -110,6 +110,7 @@ def sample_comfy(job, request: Sample) -> dict:
     """The "sample" command on a ComfyModel: ComfyUI's guider and sampler, the model call SP-split
     (and the step's guidance passes spread over groups of ranks when the plan says so)."""
     from ..engine.comfy import sampling
+    from ..engine.comfy.call_graphs import attach_call_graphs
     from ..engine.comfy.guidance import build_guider, passes_per_step
     from ..engine.comfy.node_patches import make_live
     from ..engine.comfy.sequence_parallel import SequenceParallel
@@ -148,6 +149,7 @@ def sample_comfy(job, request: Sample) -> dict:
         else:
             parallel = SequenceParallel.for_model(exchange, model.diffusion_model)
             patcher = parallel.patch(base)
+        graphs = attach_call_graphs(patcher, job.world_size)  # NOTE [call graphs]
     except ValueError as exc:  # more ranks than heads; a group count that does not divide the ranks
         raise InputRejected(str(exc)) from exc
     agree_batching(job, patcher)
@@ -194,6 +196,8 @@ def sample_comfy(job, request: Sample) -> dict:
         "group_exchange": exchange.name if spread is None else spread.groups.exchange.name,
         # Forwards this rank ran as weight gathers only, to keep step with a group that ran more (sharded).
         "padding_forwards": 0 if lockstep is None else lockstep.padded - padded_before,
+        # NOTE [call graphs]: model calls replayed from CUDA graphs and graphs captured (None: none taken)
+        "cuda_graphs": None if graphs is None else [graphs.replays, graphs.captures],
         # Where the weights were at the end of the run: streamed_modules are the layers cast in per call
         # (offloaded, sharded; 0 replicated), block_bytes the blocks' share this rank holds.
         **residency(model.patcher).to_reply(),

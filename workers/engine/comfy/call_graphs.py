@@ -38,12 +38,33 @@ import torch
 
 ENV = "LTX2_MGPU_CUDA_GRAPHS"
 KEEP = 2
+WRAPPER_KEY = "ltx2_mgpu_call_graphs"  # our DIFFUSION_MODEL wrapper on a rank's patcher
 _UNREAD_OPTIONS = frozenset({"uuids"})  # per-job identities the model does not read
 log = logging.getLogger("ltx2_mgpu.call_graphs")
 
 
 def graphs_enabled() -> bool:
     return os.environ.get(ENV, "1").strip().lower() not in ("0", "off", "false", "no")
+
+
+def attach_call_graphs(patcher: Any, world_size: int) -> CallGraphs | None:
+    """Wrap every diffusion-model call of `patcher` (ComfyUI's DIFFUSION_MODEL wrapper: the SP
+    Sampler's steps and the loader MODEL's calls alike) in CallGraphs when they can be captured: a
+    CUDA device, one rank, replicated weights. Returns the CallGraphs (its counters), else None."""
+    import comfy.patcher_extension
+
+    from .weights import SHARDED_ATTR, budget_of
+
+    device = patcher.load_device
+    if not graphs_enabled() or not isinstance(device, torch.device) or device.type != "cuda":
+        return None
+    if world_size != 1 or budget_of(patcher) is not None or getattr(patcher.model, SHARDED_ATTR, 0):
+        return None
+    graphs = CallGraphs(patcher.model.diffusion_model)
+    patcher.add_wrapper_with_key(
+        comfy.patcher_extension.WrappersMP.DIFFUSION_MODEL, WRAPPER_KEY, graphs.wrapper
+    )
+    return graphs
 
 
 @dataclass
@@ -63,12 +84,30 @@ class CallGraphs:
         self.graphs: OrderedDict[tuple, _Graph] = OrderedDict()
         self.seen: OrderedDict[tuple, None] = OrderedDict()
         self.failed: set[tuple] = set()
+        self.forms: dict[tuple, bool] = {}  # key -> the forward returned one tensor (not a list)
+        self._last_key: tuple | None = None
         self.replays = 0
         self.captures = 0
+
+    def wrapper(self, executor: Callable, *args: Any, **kwargs: Any) -> Any:
+        """ComfyUI DIFFUSION_MODEL wrapper: the rest of the forward (executor) captured or replayed."""
+        single = []
+
+        def forward(call: dict) -> list[torch.Tensor]:
+            out = executor(*call["args"], **call["kwargs"])
+            single[:] = [torch.is_tensor(out)]
+            return [out] if torch.is_tensor(out) else list(out)
+
+        key_args = {"args": list(args), "kwargs": kwargs}
+        outputs = self.run(forward, key_args)
+        if single:  # ran eagerly or was captured now: remember the output's form for the replays
+            self.forms[self._last_key] = single[0]
+        return outputs[0] if self.forms.get(self._last_key, False) else outputs
 
     def run(self, fn: Callable[[Any], list[torch.Tensor]], args: Any) -> list[torch.Tensor]:
         leaves: list[torch.Tensor] = []
         key = (_signature(args, leaves, top=True), weight_addresses(self.weights))
+        self._last_key = key
         if key in self.failed:
             return fn(args)
         entry = self.graphs.get(key)

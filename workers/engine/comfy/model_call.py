@@ -11,6 +11,7 @@ import comfy.patcher_extension
 import torch
 
 from ...wire import model_call as wire
+from .call_graphs import attach_call_graphs
 from .sequence_parallel import SequenceParallel
 
 # Conditioning caches kept at once (one per UI model token): two MODEL outputs in one graph (stage 1
@@ -70,7 +71,7 @@ class ModelCallServer:
             exchange, patcher.model.diffusion_model
         )  # ValueError: heads
         self.patcher = self.parallel.patch(patcher)
-        self.graphs = _call_graphs(patcher, exchange)
+        self.graphs = attach_call_graphs(self.patcher, exchange.world_size)  # NOTE [call graphs]
 
     def serves(self, patcher: Any) -> bool:
         return self.source is patcher
@@ -80,36 +81,13 @@ class ModelCallServer:
         options = comfy.patcher_extension.merge_nested_dicts(
             call["options"], self.patcher.model_options.get("transformer_options", {}), copy_dict1=False
         )
-        args = {key: call[key] for key in ("timestep", "context", "kwargs")} | {
-            "streams": streams,
-            "options": options,
-        }
-        with torch.inference_mode():
-            if self.graphs is not None:
-                return self.graphs.run(self._forward, args)
-            return self._forward(args)
-
-    def _forward(self, args: dict) -> list[torch.Tensor]:
-        streams = args["streams"]
         x = streams if len(streams) > 1 else streams[0]
-        out = self.patcher.model.diffusion_model(
-            x, args["timestep"], context=args["context"], control=None, transformer_options=args["options"],
-            **args["kwargs"],
-        )  # fmt: skip
+        with torch.inference_mode():
+            out = self.patcher.model.diffusion_model(
+                x, call["timestep"], context=call["context"], control=None, transformer_options=options,
+                **call["kwargs"],
+            )  # fmt: skip
         return [out] if torch.is_tensor(out) else list(out)
-
-
-def _call_graphs(patcher: Any, exchange: Any):
-    """CallGraphs for this server when its calls can be captured (NOTE [call graphs]), else None."""
-    from .call_graphs import CallGraphs, graphs_enabled
-    from .weights import SHARDED_ATTR, budget_of
-
-    device = patcher.load_device
-    if not graphs_enabled() or not isinstance(device, torch.device) or device.type != "cuda":
-        return None
-    if exchange.world_size != 1 or budget_of(patcher) is not None or getattr(patcher.model, SHARDED_ATTR, 0):
-        return None
-    return CallGraphs(patcher.model.diffusion_model)
 
 
 def text_embeds(patcher: Any, context: torch.Tensor, unprocessed: bool, device: torch.device) -> torch.Tensor:
