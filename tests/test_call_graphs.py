@@ -3,7 +3,7 @@
 What decides a replay is checked on the CPU: the key leaves out only ComfyUI's per-job cond uuids,
 the inputs rebuilt for the capture keep the call's structure, and moving a weight changes the key.
 On a GPU (marked `gpu`): the MGPU Loader's MODEL on one GPU worker under ComfyUI's own sampling, with
-graphs (the default) and without (LTX2_MGPU_CUDA_GRAPHS=0): the second and third steps replay a
+graphs (LTX2_MGPU_CUDA_GRAPHS=1) and without (=0): the second and third steps replay a
 captured graph, and the result is the eager one bit for bit.
 """
 
@@ -87,7 +87,7 @@ def _sample_on_one_gpu(comfy, tiny, name: str) -> tuple[list[torch.Tensor], list
 def test_replayed_model_calls_equal_eager_ones_bit_for_bit(comfy, tiny, name):  # noqa: F811
     manager = get_manager()
     try:
-        manager.env.pop("LTX2_MGPU_CUDA_GRAPHS", None)
+        manager.env["LTX2_MGPU_CUDA_GRAPHS"] = "1"
         graphed, counts = _sample_on_one_gpu(comfy, tiny, name)
         manager.unload()
         manager.env["LTX2_MGPU_CUDA_GRAPHS"] = "0"
@@ -125,7 +125,7 @@ def test_sp_sampler_steps_replayed_equal_eager_ones_bit_for_bit(tiny):
     )  # fmt: skip
     manager = get_manager()
     try:
-        manager.env.pop("LTX2_MGPU_CUDA_GRAPHS", None)
+        manager.env["LTX2_MGPU_CUDA_GRAPHS"] = "1"
         graphed, reply = sample(model, 1)
         manager.unload()
         manager.env["LTX2_MGPU_CUDA_GRAPHS"] = "0"
