@@ -17,7 +17,7 @@ from test_comfyui_native_parity import comfy  # noqa: F401
 from test_group_model import GRAPHS, errors, run_graph
 
 from conftest import assert_no_leaks
-from ltx2_mgpu.workers.engine.comfy.call_graphs import _rebuild, _signature, weight_addresses
+from ltx2_mgpu.workers.engine.comfy.call_graphs import _mapped, _signature, weight_addresses
 from ltx2_mgpu.workers.group.manager import get_manager
 
 
@@ -41,18 +41,19 @@ def test_steps_of_one_sampler_share_a_key_and_other_shapes_or_values_do_not():
     assert _signature(other, []) != _signature(first, [])
 
 
-def test_the_captured_call_keeps_the_structure_and_takes_the_graphs_tensors():
+def test_while_capturing_later_blocks_read_the_graphs_buffers_and_keep_their_own_hidden_states():
     call = _call(0.9)
     leaves: list[torch.Tensor] = []
     _signature(call, leaves)
-    buffers = [t.clone() + 1 for t in leaves]
-    rebuilt = _rebuild(call, iter(buffers))
-    assert list(rebuilt) == list(call) and rebuilt["options"]["uuids"] is call["options"]["uuids"]
-    assert isinstance(rebuilt["kwargs"]["latent_shapes"][0], torch.Size)
-    again: list[torch.Tensor] = []
-    _signature(rebuilt, again)
-    assert len(again) == 5 and all(a is b for a, b in zip(again, buffers))  # each in its own place
-    assert torch.equal(rebuilt["timestep"][1], call["timestep"][1] + 1)
+    static = {id(t): t.clone() + 1 for t in leaves}
+    hidden = torch.ones(1, 4, 3)  # what the previous block returned: not one of block 0's arguments
+    later = dict(call, streams=[hidden, call["streams"][1]])
+    mapped = _mapped(later, static)
+    assert list(mapped) == list(later) and mapped["options"]["uuids"] is call["options"]["uuids"]
+    assert isinstance(mapped["kwargs"]["latent_shapes"][0], torch.Size)
+    assert mapped["streams"][0] is hidden and mapped["streams"][1] is static[id(call["streams"][1])]
+    assert mapped["timestep"][1] is static[id(call["timestep"][1])]
+    assert mapped["options"]["sigmas"] is static[id(call["options"]["sigmas"])]
 
 
 def test_a_moved_weight_changes_the_key_and_a_weight_patched_in_place_does_not():

@@ -1,26 +1,29 @@
-"""CUDA graphs of whole model calls on a rank (NOTE [call graphs]).
+"""CUDA graphs of the transformer blocks of model calls on a rank (NOTE [call graphs]).
 
 NOTE [call graphs]: at the token counts of a template's stage 1 (about 3,500 video tokens for LTX-2.3
 at 1280x704), a 22B model call is bound by the CPU, not the GPU: measured on an H200 with the fp8
 file, 163 ms of kernels in a 600 ms call, the rest Python launching ~5,000 kernels (ComfyUI's
 quantized-tensor dispatch, fp8 activation quantizing, AdaLN, RoPE). Native ComfyUI pays the same.
-A sampler calls the model with the same shapes at every step, so the second call of a shape captures
-the whole forward in a CUDA graph and every later one replays it: the kernels are the same ones, in
-the same order, on the same weights, so the result is the eager result bit for bit.
+A sampler calls the model with the same shapes at every step, so the second forward with a key
+captures its transformer blocks (block 0 to the last, where nearly all kernels are) as one CUDA graph
+and later forwards replay it: the same kernels in the same order on the same weights, so the result is
+the eager one bit for bit. Only the blocks: the forward's input stage builds small tensors from Python
+values on the host (ComfyUI's latent_to_pixel_coords), which a capture cannot hold.
 
 What makes a replay safe:
-- The key is everything the forward may read on the host: the call's structure, its Python values
-  (frame rate, cond/uncond lists, patch functions), its tensors' shapes/dtypes/strides, and the
-  addresses of the model's weights (a reload or a LoRA switch that moves a weight makes a new key;
-  a patch written into the same memory is read by the replay, as by an eager call). ComfyUI's cond
-  "uuids" are left out (they change every job and the model does not read them).
-- Device tensors are copied into the graph's own input buffers before each replay; a forward that
-  reads a device value on the host (`.item()`, `if tensor:`) cannot be captured (CUDA refuses the
-  sync), and that key then runs eagerly for good.
-- The first call of a key runs eagerly, so whatever the model caches on first use (RoPE tables) is
-  made outside the graph's memory.
-- Only on a single-rank group with replicated weights: the SP exchange and FSDP2's gathers synchronise
-  ranks on the host, and offloaded weights are copied from host memory per call.
+- The key is everything the blocks may read on the host: block 0's arguments' structure, Python
+  values (transformer_options' patches and flags), shapes/dtypes/strides and which arguments are
+  one tensor, and the addresses of the model's weights (a reload or a LoRA switch that moves a weight
+  makes a new key; a patch written into the same memory is read by the replay, as by an eager call).
+  ComfyUI's cond "uuids" are left out (they change every job and the model does not read them).
+- Block 0's tensors are copied into the graph's own input buffers before each replay; the later
+  blocks' arguments are the same tensors (mapped onto those buffers while capturing) and the hidden
+  states the previous block returned. A block that reads a device value on the host (`.item()`)
+  cannot be captured: the forward then reruns eagerly and the key stays eager.
+- The first forward with a key runs eagerly, so whatever the model caches on first use is made
+  outside the graph's memory.
+- Only on a single-rank group with replicated weights: the SP exchange and FSDP2's gathers count
+  calls on the host, and offloaded weights are copied from host memory per call.
 Each graph keeps its own memory pool (about one forward's activations); the two most recent keys are
 kept (a template's stage 1 and stage 2). LTX2_MGPU_CUDA_GRAPHS=1 turns it on, 0 off (DEFAULT).
 """
@@ -51,10 +54,12 @@ def graphs_enabled() -> bool:
     return os.environ.get(ENV, DEFAULT).strip().lower() not in ("0", "off", "false", "no")
 
 
-def attach_call_graphs(patcher: Any, world_size: int) -> CallGraphs | None:
-    """Wrap every diffusion-model call of `patcher` (ComfyUI's DIFFUSION_MODEL wrapper: the SP
-    Sampler's steps and the loader MODEL's calls alike) in CallGraphs when they can be captured: a
-    CUDA device, one rank, replicated weights. Returns the CallGraphs (its counters), else None."""
+def attach_call_graphs(patcher: Any, world_size: int) -> BlockGraphs | None:
+    """Capture the transformer blocks of `patcher`'s forwards (the SP Sampler's steps and the loader
+    MODEL's calls alike) when they can be: a CUDA device, one rank, replicated weights. Installs a
+    block replace patch on every block (ComfyUI's "dit" double_block patches, as SP does on several
+    ranks) and a DIFFUSION_MODEL wrapper that reruns a forward whose capture failed. Returns the
+    BlockGraphs (its counters), else None."""
     import comfy.patcher_extension
 
     from .weights import SHARDED_ATTR, budget_of
@@ -64,11 +69,165 @@ def attach_call_graphs(patcher: Any, world_size: int) -> CallGraphs | None:
         return None
     if world_size != 1 or budget_of(patcher) is not None or getattr(patcher.model, SHARDED_ATTR, 0):
         return None
-    graphs = CallGraphs(patcher.model.diffusion_model)
+    blocks = patcher.model.diffusion_model.transformer_blocks
+    graphs = BlockGraphs(patcher.model.diffusion_model, len(blocks) - 1)
+    for index in range(len(blocks)):
+        patcher.set_model_patch_replace(graphs.block_patch(index), "dit", "double_block", index)
     patcher.add_wrapper_with_key(
         comfy.patcher_extension.WrappersMP.DIFFUSION_MODEL, WRAPPER_KEY, graphs.wrapper
     )
     return graphs
+
+
+class CaptureAborted(Exception):
+    """A block raised while the blocks were being captured: the forward is run again, eagerly."""
+
+
+@dataclass
+class _Forward:
+    """One forward's passage through the blocks: mode "eager", "capture" or "replay"."""
+
+    mode: str
+    key: tuple | None = None
+    leaves: list[torch.Tensor] | None = None  # the block-0 arguments' tensors (kept alive: ids stay unique)
+    static: dict[int, torch.Tensor] | None = None  # id(argument tensor) -> the graph's input buffer
+    graph: torch.cuda.CUDAGraph | None = None
+    capture: Any = None  # the open torch.cuda.graph context
+    outputs: tuple | None = None
+
+
+class BlockGraphs:
+    """NOTE [call graphs]: the transformer blocks of one forward as one CUDA graph, per key.
+
+    The first forward with a key runs eagerly, the second is captured from block 0 to the last block
+    (ComfyUI's loop between blocks only builds the next block's arguments) and replayed, later ones
+    replay at block 0 and pass the result through the other blocks' patches. The blocks' arguments are
+    the same tensors for every block (contexts, timestep embeddings, positions) except the hidden
+    states each block returns, so block 0's tensors become the graph's inputs and the later blocks'
+    arguments are mapped onto them while capturing."""
+
+    def __init__(self, weights: torch.nn.Module, last: int, keep: int = KEEP) -> None:
+        self.weights = weights
+        self.last = last
+        self.keep = keep
+        self.graphs: OrderedDict[tuple, _Graph] = OrderedDict()
+        self.seen: OrderedDict[tuple, None] = OrderedDict()
+        self.failed: set[tuple] = set()
+        self.replays = 0
+        self.captures = 0
+        self._now: _Forward | None = None
+
+    def block_patch(self, index: int) -> Callable[[dict, dict], dict]:
+        def run(args: dict, extra: dict) -> dict:
+            return self._block(index, args, extra["original_block"])
+
+        return run
+
+    def wrapper(self, executor: Callable, *args: Any, **kwargs: Any) -> Any:
+        """DIFFUSION_MODEL wrapper: a forward whose capture failed runs again (its key is now eager);
+        a capture left open by an error outside the blocks is closed."""
+        try:
+            return executor(*args, **kwargs)
+        except Exception as exc:
+            capturing = self._now is not None and self._now.capture is not None
+            if not (capturing or isinstance(exc, CaptureAborted)):
+                raise
+            self._close(failed=True)  # this key runs eagerly from now on
+            return executor(*args, **kwargs)
+        finally:
+            self._close(failed=True)
+
+    def _block(self, index: int, args: dict, original: Callable[[dict], dict]) -> dict:
+        if index == 0:
+            self._close(failed=True)  # a forward that never reached its last block
+            self._now = self._begin(args)
+        now = self._now
+        if now is None or now.mode == "eager":
+            out = original(args)
+        elif now.mode == "replay":
+            out = {"img": now.outputs} if index == 0 else {"img": args["img"]}
+        else:
+            local = _mapped(args, now.static)
+            try:
+                out = original(local)
+            except Exception as exc:
+                self._close(failed=True)
+                log.info(
+                    "transformer blocks not captured as a CUDA graph (%s: %s); eager", type(exc).__name__, exc
+                )
+                raise CaptureAborted from exc
+            if index == self.last:
+                now.outputs = tuple(out["img"])
+                now.capture.__exit__(None, None, None)
+                now.capture = None
+                self.captures += 1
+                self.graphs[now.key] = _Graph(
+                    now.graph, [now.static[id(t)] for t in now.leaves], list(now.outputs)
+                )
+                while len(self.graphs) > self.keep:
+                    self.graphs.popitem(last=False)  # its memory pool goes with it
+                now.graph.replay()
+        if index == self.last:
+            self._now = None
+        return out
+
+    def _begin(self, args: dict) -> _Forward:
+        leaves: list[torch.Tensor] = []
+        signature = _signature(args, leaves, top=True)
+        first: dict[int, int] = {}
+        aliases = tuple(
+            first.setdefault(id(t), i) for i, t in enumerate(leaves)
+        )  # which arguments are one tensor
+        leaves = [t for i, t in enumerate(leaves) if aliases[i] == i]
+        key = (signature, aliases, weight_addresses(self.weights))
+        if key in self.failed:
+            return _Forward("eager")
+        entry = self.graphs.get(key)
+        if entry is not None:
+            self.graphs.move_to_end(key)
+            for buffer, value in zip(entry.inputs, leaves):
+                buffer.copy_(value)
+            entry.graph.replay()
+            self.replays += 1
+            return _Forward("replay", key, outputs=tuple(entry.outputs))
+        if key not in self.seen:
+            self.seen[key] = None
+            while len(self.seen) > 4 * self.keep:
+                self.seen.popitem(last=False)
+            return _Forward("eager", key)
+        static = {id(t): t.clone() for t in leaves}
+        graph = torch.cuda.CUDAGraph()
+        torch.cuda.synchronize()
+        # thread_local: a capture error stays on this thread (the shm prefault thread runs meanwhile)
+        capture = torch.cuda.graph(graph, capture_error_mode="thread_local")
+        capture.__enter__()
+        return _Forward("capture", key, leaves, static, graph, capture)
+
+    def _close(self, failed: bool) -> None:
+        now, self._now = self._now, None
+        if now is None or now.capture is None:
+            return
+        try:
+            now.capture.__exit__(RuntimeError, RuntimeError("capture abandoned"), None)
+        except Exception:  # the capture was already invalid: nothing of it is kept
+            pass
+        torch.cuda.synchronize()
+        if failed:
+            self.failed.add(now.key)
+
+
+def _mapped(value: Any, static: dict[int, torch.Tensor]) -> Any:
+    """`value` with every tensor that is one of block 0's arguments replaced by its graph buffer."""
+    if not _has_tensor(value):
+        return value
+    if torch.is_tensor(value):
+        return static.get(id(value), value)
+    if isinstance(value, dict):
+        return {k: _mapped(v, static) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        items = [_mapped(v, static) for v in value]
+        return items if isinstance(value, list) else tuple(items)
+    return value
 
 
 @dataclass
@@ -76,81 +235,6 @@ class _Graph:
     graph: torch.cuda.CUDAGraph
     inputs: list[torch.Tensor]
     outputs: list[torch.Tensor]
-
-
-class CallGraphs:
-    """Runs `fn(args)` (args: nested dicts/lists of tensors and plain values; fn returns a list of
-    tensors) eagerly the first time a key is seen, captured the second time, replayed after."""
-
-    def __init__(self, weights: torch.nn.Module, keep: int = KEEP) -> None:
-        self.weights = weights
-        self.keep = keep
-        self.graphs: OrderedDict[tuple, _Graph] = OrderedDict()
-        self.seen: OrderedDict[tuple, None] = OrderedDict()
-        self.failed: set[tuple] = set()
-        self.forms: dict[tuple, bool] = {}  # key -> the forward returned one tensor (not a list)
-        self._last_key: tuple | None = None
-        self.replays = 0
-        self.captures = 0
-
-    def wrapper(self, executor: Callable, *args: Any, **kwargs: Any) -> Any:
-        """ComfyUI DIFFUSION_MODEL wrapper: the rest of the forward (executor) captured or replayed."""
-        single = []
-
-        def forward(call: dict) -> list[torch.Tensor]:
-            out = executor(*call["args"], **call["kwargs"])
-            single[:] = [torch.is_tensor(out)]
-            return [out] if torch.is_tensor(out) else list(out)
-
-        key_args = {"args": list(args), "kwargs": kwargs}
-        outputs = self.run(forward, key_args)
-        if single:  # ran eagerly or was captured now: remember the output's form for the replays
-            self.forms[self._last_key] = single[0]
-        return outputs[0] if self.forms.get(self._last_key, False) else outputs
-
-    def run(self, fn: Callable[[Any], list[torch.Tensor]], args: Any) -> list[torch.Tensor]:
-        leaves: list[torch.Tensor] = []
-        key = (_signature(args, leaves, top=True), weight_addresses(self.weights))
-        self._last_key = key
-        if key in self.failed:
-            return fn(args)
-        entry = self.graphs.get(key)
-        if entry is None:
-            if key not in self.seen:
-                self.seen[key] = None
-                while len(self.seen) > 4 * self.keep:
-                    self.seen.popitem(last=False)
-                return fn(args)
-            entry = self._capture(fn, args, leaves, key)
-            if entry is None:
-                return fn(args)
-        self.graphs.move_to_end(key)
-        for buffer, value in zip(entry.inputs, leaves):
-            buffer.copy_(value)
-        entry.graph.replay()
-        self.replays += 1
-        return [o.clone() for o in entry.outputs]  # the next replay overwrites the graph's outputs
-
-    def _capture(self, fn, args, leaves, key) -> _Graph | None:
-        inputs = [t.clone() for t in leaves]
-        graph = torch.cuda.CUDAGraph()
-        torch.cuda.synchronize()
-        try:
-            # thread_local: a capture error stays on this thread (the shm prefault thread runs meanwhile)
-            with torch.cuda.graph(graph, capture_error_mode="thread_local"):
-                outputs = fn(_rebuild(args, iter(inputs)))
-        except Exception as exc:  # not capturable: this key runs eagerly from now on
-            self.failed.add(key)
-            log.info(
-                "model call not captured as a CUDA graph (%s: %s); it runs eagerly", type(exc).__name__, exc
-            )
-            torch.cuda.synchronize()
-            return None
-        self.captures += 1
-        self.graphs[key] = _Graph(graph, inputs, list(outputs))
-        while len(self.graphs) > self.keep:
-            self.graphs.popitem(last=False)  # its memory pool goes with it
-        return self.graphs[key]
 
 
 def weight_addresses(module: torch.nn.Module) -> int:
@@ -188,24 +272,6 @@ def _signature(value: Any, leaves: list[torch.Tensor], top: bool = False) -> Any
         return ("O", value)  # functions, bound methods, SP state objects: the same object, the same key
     except TypeError:
         return ("id", id(value))
-
-
-def _rebuild(value: Any, tensors) -> Any:
-    """`value` with its tensors replaced, in _signature's order, by the next ones from `tensors`."""
-    if not _has_tensor(value):
-        return value
-    if torch.is_tensor(value):
-        return next(tensors)
-    if isinstance(value, dict):
-        items = sorted(value.items(), key=lambda kv: repr(kv[0]))
-        rebuilt = {}
-        for k, v in items:
-            rebuilt[k] = v if k in _UNREAD_OPTIONS else _rebuild(v, tensors)
-        return {k: rebuilt[k] for k in value}  # the caller's key order
-    if isinstance(value, list | tuple):
-        items = [_rebuild(v, tensors) for v in value]
-        return items if isinstance(value, list) else tuple(items)
-    return value
 
 
 def _has_tensor(value: Any) -> bool:
