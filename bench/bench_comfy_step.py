@@ -122,8 +122,10 @@ def worker_paths(
     weights: str,
     with_ltxcore: bool,
     cfg: float = 4.0,
+    cuda_graphs: bool = False,
 ) -> dict:
-    """(a), and (b) when `with_ltxcore`, on one group of `devices`: {tokens: {"comfy_worker_ms", ...}}."""
+    """(a), and (b) when `with_ltxcore`, on one group of `devices`: {tokens: {"comfy_worker_ms", ...}};
+    with `cuda_graphs` (a) also with the blocks replayed from CUDA graphs ("comfy_worker_graphs_ms")."""
     group = WorkerGroup(Placement(tuple(devices.split(",")))).start()
     out: dict[int, dict] = {tokens: {} for tokens in shapes}
     try:
@@ -133,6 +135,11 @@ def worker_paths(
         )
         for tokens, shape in shapes.items():
             args = {"video_shape": list(shape), "audio_frames": AUDIO_FRAMES, "repeats": repeats, "cfg": cfg}
+            if cuda_graphs:  # the same steps with the blocks replayed from CUDA graphs, side by side
+                graphed = group.run("comfy_bench_step", {**args, "cuda_graphs": True})
+                out[tokens].update(
+                    comfy_worker_graphs_ms=graphed[0]["times_ms"], comfy_cuda_graphs=graphed[0]["cuda_graphs"]
+                )
             replies = group.run("comfy_bench_step", args)
             out[tokens].update(
                 comfy_worker_ms=replies[0]["times_ms"],
@@ -182,7 +189,16 @@ def one_format(args, root, config: dict, shapes: dict, device, dtype, weights: s
     with_ltxcore = args.family == "2" and weights == "bf16" and args.cfg != 1.0
     native = native_in_process(root, config, shapes, device, dtype, args.repeats, weights, args.cfg)
     one = worker_paths(
-        str(device), root, config, shapes, dtype_name, args.repeats, weights, with_ltxcore, args.cfg
+        str(device),
+        root,
+        config,
+        shapes,
+        dtype_name,
+        args.repeats,
+        weights,
+        with_ltxcore,
+        args.cfg,
+        args.cuda_graphs,
     )
     cases = []
     for tokens in shapes:
@@ -199,6 +215,11 @@ def one_format(args, root, config: dict, shapes: dict, device, dtype, weights: s
         row["comfy_worker_over_native"] = median(row["comfy_worker_ms"]) / base
         row["mfu_native"] = mfu(flops, base, weights)
         row["mfu_comfy_worker"] = mfu(flops, median(row["comfy_worker_ms"]), weights)
+        if "comfy_worker_graphs_ms" in row:
+            row["comfy_worker_graphs_over_eager"] = median(row["comfy_worker_graphs_ms"]) / median(
+                row["comfy_worker_ms"]
+            )
+            row["comfy_worker_graphs_over_native"] = median(row["comfy_worker_graphs_ms"]) / base
         if with_ltxcore:
             row["comfy_worker_over_ltxcore_worker"] = median(row["comfy_worker_ms"]) / median(
                 row["ltxcore_worker_ms"]
@@ -261,6 +282,9 @@ def main(argv: list[str] | None = None) -> dict:
         help="weight formats, in order",
     )
     parser.add_argument("--tokens", type=int, nargs="+", help="video token counts to run (default: all)")
+    parser.add_argument(
+        "--cuda-graphs", action="store_true", help="also time (a) with the blocks replayed from CUDA graphs"
+    )
     parser.add_argument("--repeats", type=int, default=3, help="timed steps per path and size")
     parser.add_argument(
         "--cfg",
@@ -275,11 +299,13 @@ def main(argv: list[str] | None = None) -> dict:
         parser.error(f"name the ComfyUI to measure with --comfyui or {COMFYUI_PATH_ENV}")
     root = check_comfyui_root(args.comfyui, source="--comfyui")
     device = torch.device("cpu" if args.tiny else "cuda:0")
-    all_shapes = TINY_SHAPES if args.tiny else SHAPES
+    # 3,520: the LTX-2.3 t2v template's stage 1 (1280x704 halved, 121 frames), chosen with --tokens only.
+    all_shapes = TINY_SHAPES if args.tiny else {**SHAPES, 3520: (1, 128, 16, 11, 20)}
     unknown = sorted(set(args.tokens or ()) - set(all_shapes))
     if unknown:
         parser.error(f"--tokens {unknown} not among the sizes {sorted(all_shapes)}")
-    shapes = {t: s for t, s in all_shapes.items() if not args.tokens or t in args.tokens}
+    wanted = args.tokens or list(all_shapes if args.tiny else SHAPES)
+    shapes = {t: s for t, s in all_shapes.items() if t in wanted}
     dtype = torch.float32 if args.tiny else torch.bfloat16
     from ltx2_mgpu.workers.engine.comfy.bootstrap import import_comfyui
     from ltx2_mgpu.workers.engine.comfy.random_model import family_config

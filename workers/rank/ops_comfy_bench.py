@@ -146,6 +146,7 @@ def cap_gpu_memory(device: torch.device, cap_bytes: int) -> None:
 def comfy_bench_step(job, request: ComfyBenchStep) -> dict:
     """Time `repeats` sampling steps (cond+uncond, audio when audio_frames is given) through ComfyUI's
     sampler on the SP-patched model; the first step is the warm-up and is not counted."""
+    from ..engine.comfy.call_graphs import attach_call_graphs
     from ..engine.comfy.sequence_parallel import SequenceParallel
     from .ops_comfy import agree_batching
 
@@ -155,6 +156,7 @@ def comfy_bench_step(job, request: ComfyBenchStep) -> dict:
         raise InputRejected("no comfy-backend model loaded; run comfy_load_random_model first")
     parallel = SequenceParallel.for_model(model.extras["exchange"], model.diffusion_model)
     patcher = parallel.patch(model.patcher)
+    graphs = attach_call_graphs(patcher, job.world_size, enabled=request.cuda_graphs)
     agree_batching(job, patcher)
     inputs = random_job_inputs(
         list(request.video_shape),
@@ -174,4 +176,5 @@ def comfy_bench_step(job, request: ComfyBenchStep) -> dict:
         if rt.device.type == "cuda"
         else 0,
         "tokens": int(shape[2] * shape[3] * shape[4]),
+        "cuda_graphs": None if graphs is None else [graphs.replays, graphs.captures],
     }

@@ -54,18 +54,20 @@ def graphs_enabled() -> bool:
     return os.environ.get(ENV, DEFAULT).strip().lower() not in ("0", "off", "false", "no")
 
 
-def attach_call_graphs(patcher: Any, world_size: int) -> BlockGraphs | None:
+def attach_call_graphs(patcher: Any, world_size: int, enabled: bool | None = None) -> BlockGraphs | None:
     """Capture the transformer blocks of `patcher`'s forwards (the SP Sampler's steps and the loader
     MODEL's calls alike) when they can be: a CUDA device, one rank, replicated weights. Installs a
     block replace patch on every block (ComfyUI's "dit" double_block patches, as SP does on several
     ranks) and a DIFFUSION_MODEL wrapper that reruns a forward whose capture failed. Returns the
-    BlockGraphs (its counters), else None."""
+    BlockGraphs (its counters), else None. `enabled`: None reads LTX2_MGPU_CUDA_GRAPHS (benchmarks pass it)."""
     import comfy.patcher_extension
 
     from .weights import SHARDED_ATTR, budget_of
 
     device = patcher.load_device
-    if not graphs_enabled() or not isinstance(device, torch.device) or device.type != "cuda":
+    if not (graphs_enabled() if enabled is None else enabled):
+        return None
+    if not isinstance(device, torch.device) or device.type != "cuda":
         return None
     if world_size != 1 or budget_of(patcher) is not None or getattr(patcher.model, SHARDED_ATTR, 0):
         return None
