@@ -79,9 +79,12 @@ def end_all_groups(reason: str) -> None:
         return
     _ended = True
     t0 = time.monotonic()
-    removed = shm.close_owner()
-    groups = list(_GROUPS)
     deadline = t0 + EXIT_GRACE_S
+    try:
+        removed = shm.close_owner()
+    except KeyboardInterrupt:  # a second Ctrl+C this early must not cut the exit path short
+        removed, deadline = shm.close_owner(), t0
+    groups = list(_GROUPS)
     for group in groups:
         try:
             group.end_now(deadline)
