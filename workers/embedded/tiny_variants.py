@@ -26,28 +26,14 @@ def make_tiny_fp8(
     every other tensor stay as stored. (The 19B files exclude blocks 0 and 43-47; the 2-block tiny
     model keeps block 0 so both kinds of block are exercised.) The metadata keeps "config" and adds
     ComfyUI's `_quantization_metadata`, so native ComfyUI treats the layers as fp8 too."""
-    header = read_safetensors_header(checkpoint)
-    out_path = Path(out_path)
-    tensors: dict[str, torch.Tensor] = {}
-    layers: dict[str, dict[str, str]] = {}
-    with safe_open(str(checkpoint), framework="pt", device="cpu") as f:
-        for key in f.keys():
-            value = f.get_tensor(key)
-            if is_quantized_in_release(key, excluded_blocks):
-                q, scale = quantize_per_tensor(value)
-                layer = key[: -len(".weight")]
-                tensors[key] = q
-                tensors[f"{layer}.weight_scale"] = scale
-                tensors[f"{layer}.input_scale"] = torch.tensor(1.0, dtype=torch.float32)
-                layers[layer] = {"format": "float8_e4m3fn"}
-            else:
-                tensors[key] = value
-    metadata = dict(header.metadata)
-    metadata["_quantization_metadata"] = json.dumps({"format_version": "1.0", "layers": layers})
-    tmp = out_path.with_name(f".{out_path.name}.{os.getpid()}.tmp")
-    save_file(tensors, str(tmp), metadata=metadata)
-    os.replace(tmp, out_path)
-    return out_path
+
+    def fp8(key: str, value: torch.Tensor) -> dict[str, torch.Tensor]:
+        q, scale = quantize_per_tensor(value)
+        layer = key[: -len(".weight")]
+        one = torch.tensor(1.0, dtype=torch.float32)
+        return {key: q, f"{layer}.weight_scale": scale, f"{layer}.input_scale": one}
+
+    return _write_quantized(checkpoint, out_path, excluded_blocks, "float8_e4m3fn", fp8)
 
 
 def make_tiny_nvfp4(
@@ -59,6 +45,16 @@ def make_tiny_nvfp4(
     computes these layers by dequantizing where the device has no fp4 matmul (CPU workers)."""
     from comfy_kitchen.tensor import QuantizedTensor
 
+    def nvfp4(key: str, value: torch.Tensor) -> dict[str, torch.Tensor]:
+        quantized = QuantizedTensor.from_float(value.float(), "TensorCoreNVFP4Layout")
+        return {k: v.contiguous() for k, v in quantized.state_dict(key).items()}
+
+    return _write_quantized(checkpoint, out_path, excluded_blocks, "nvfp4", nvfp4)
+
+
+def _write_quantized(checkpoint, out_path, excluded_blocks, layer_format: str, quantize) -> Path:
+    """`checkpoint` with each block Linear weight the release quantizes replaced by `quantize(key,
+    weight)`'s tensors, announced as `layer_format` in ComfyUI's `_quantization_metadata`."""
     header = read_safetensors_header(checkpoint)
     out_path = Path(out_path)
     tensors: dict[str, torch.Tensor] = {}
@@ -67,9 +63,8 @@ def make_tiny_nvfp4(
         for key in f.keys():
             value = f.get_tensor(key)
             if is_quantized_in_release(key, excluded_blocks):
-                quantized = QuantizedTensor.from_float(value.float(), "TensorCoreNVFP4Layout")
-                tensors.update({k: v.contiguous() for k, v in quantized.state_dict(key).items()})
-                layers[key[: -len(".weight")]] = {"format": "nvfp4"}
+                tensors.update(quantize(key, value))
+                layers[key[: -len(".weight")]] = {"format": layer_format}
             else:
                 tensors[key] = value
     metadata = dict(header.metadata)
