@@ -175,7 +175,7 @@ class BlockGraphs:
 
     def _begin(self, args: dict) -> _Forward:
         leaves: list[torch.Tensor] = []
-        signature = _signature(args, leaves, top=True)
+        signature = _signature(args, leaves)
         first: dict[int, int] = {}
         aliases = tuple(
             first.setdefault(id(t), i) for i, t in enumerate(leaves)
@@ -258,7 +258,7 @@ def _addresses(tensor: torch.Tensor, out: list) -> None:
     out.append((tensor.data_ptr(), tuple(tensor.shape), tensor.dtype))
 
 
-def _signature(value: Any, leaves: list[torch.Tensor], top: bool = False) -> Any:
+def _signature(value: Any, leaves: list[torch.Tensor]) -> Any:
     if torch.is_tensor(value):
         leaves.append(value)
         return ("T", tuple(value.shape), value.dtype, str(value.device), value.stride())
