@@ -17,7 +17,7 @@ from test_comfyui_native_parity import comfy  # noqa: F401
 from test_group_model import GRAPHS, errors, run_graph
 
 from conftest import assert_no_leaks
-from ltx2_mgpu.workers.engine.comfy.call_graphs import _mapped, _signature, weight_addresses
+from ltx2_mgpu.workers.engine.comfy.call_graphs import _mapped, _signature, graphs_enabled, weight_addresses
 from ltx2_mgpu.workers.group.manager import get_manager
 
 
@@ -54,6 +54,40 @@ def test_while_capturing_later_blocks_read_the_graphs_buffers_and_keep_their_own
     assert mapped["streams"][0] is hidden and mapped["streams"][1] is static[id(call["streams"][1])]
     assert mapped["timestep"][1] is static[id(call["timestep"][1])]
     assert mapped["options"]["sigmas"] is static[id(call["options"]["sigmas"])]
+
+
+class _Holder:
+    """Like ComfyUI's CompressedTimestep: a new object each forward, holding a tensor and ints."""
+
+    __slots__ = ("data", "frames")
+
+    def __init__(self, data: torch.Tensor, frames: int) -> None:
+        self.data, self.frames = data, frames
+
+
+def test_objects_built_every_forward_are_keyed_and_mapped_by_what_they_hold():
+    first, second = _call(0.9), _call(0.4)
+    first["kwargs"]["v_timestep"] = _Holder(torch.zeros(1, 2, 8), 2)
+    second["kwargs"]["v_timestep"] = _Holder(torch.ones(1, 2, 8), 2)
+    leaves: list[torch.Tensor] = []
+    assert _signature(first, leaves) == _signature(second, [])  # not their identities: one graph serves both
+    assert any(t is first["kwargs"]["v_timestep"].data for t in leaves)  # its tensor is a graph input
+    other = _call(0.9)
+    other["kwargs"]["v_timestep"] = _Holder(torch.zeros(1, 2, 8), 3)  # an int the model reads on the host
+    assert _signature(other, []) != _signature(first, [])
+    static = {id(t): t.clone() for t in leaves}
+    mapped = _mapped(first, static)["kwargs"]["v_timestep"]
+    assert type(mapped) is _Holder and mapped.frames == 2
+    assert mapped.data is static[id(first["kwargs"]["v_timestep"].data)]
+    assert first["kwargs"]["v_timestep"].data is not mapped.data  # the forward's own object is left alone
+
+
+def test_graphs_are_on_unless_switched_off(monkeypatch):
+    monkeypatch.delenv("LTX2_MGPU_CUDA_GRAPHS", raising=False)
+    assert graphs_enabled()
+    for off in ("0", "off", "false"):
+        monkeypatch.setenv("LTX2_MGPU_CUDA_GRAPHS", off)
+        assert not graphs_enabled()
 
 
 def test_a_moved_weight_changes_the_key_and_a_weight_patched_in_place_does_not():
@@ -105,7 +139,7 @@ def test_replayed_model_calls_equal_eager_ones_bit_for_bit(comfy, tiny, name):  
     assert counts[-1][0] >= 1 and counts[-1][1] >= 1, counts  # the later steps replayed a captured graph
     for a, b in zip(graphed, eager):
         assert torch.equal(a, b), (name, float((a - b).abs().max()))
-    assert all(rel <= 1e-5 for _, rel in errors(graphed, native))
+    assert all(rel <= 1e-4 for _, rel in errors(graphed, native))  # GPU against CPU float32: 1-2e-5
 
 
 @pytest.mark.gpu
