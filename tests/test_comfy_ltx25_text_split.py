@@ -128,3 +128,60 @@ def test_gemma4_layer_split_on_gpus_equals_whole_on_one(native25, tiny25, monkey
     assert [r["placement"] for r in replies[0]] == ["rank 0", "rank 0"]
     assert [r["placement"] for r in replies[1]] == ["layers", "layers"]
     assert torch.equal(split[0][0], whole[0][0])
+
+
+@pytest.mark.gpu
+def test_gemma4_12b_layer_split_on_one_gpu_equals_whole(tiny25, monkeypatch):
+    """Gemma 4 at its released sizes (random weights, written on the GPU): the ranks' 12B branch
+    (load_clip's steps with relays in place of the layers a rank does not hold) on two workers
+    sharing one GPU gives bit for bit what ComfyUI's own load_clip gives whole on rank 0, each rank
+    holding its half of the 48 layers."""
+    import subprocess
+    import sys
+
+    from safetensors import safe_open
+
+    from ltx2_mgpu.nodes.loader import LTX2MGPULoader
+    from ltx2_mgpu.nodes.text_encode import LTX2MGPUTextEncode
+
+    with safe_open(str(tiny25.text_encoder), "pt") as f:  # the tiny transformer's stream widths
+        widths = [f.get_slice(f"text_embedding_projection.{s}_aggregate_embed.weight").get_shape()[0]
+                  for s in ("video", "audio")]  # fmt: skip
+    path = tiny25.text_encoder.with_name("gemma4-12b-random-real-size.safetensors")
+    write = (
+        "import sys; from ltx2_mgpu.workers.embedded.tiny_gemma4 import make_gemma4_12b; "
+        "make_gemma4_12b(sys.argv[1], 0, int(sys.argv[2]), int(sys.argv[3]), 'cuda:0')"
+    )
+    # A subprocess: it imports ComfyUI's model code, which must not stay in this process.
+    done = subprocess.run(
+        [sys.executable, "-c", write, str(path), *map(str, widths)], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    replies = keep_replies(monkeypatch)
+    model, _native_model, _info = LTX2MGPULoader().load(
+        tiny25.transformer.name, "cuda:0,cuda:0", "float32",
+        video_vae_name=tiny25.video_vae.name, audio_vae_name=tiny25.audio_vae.name,
+    )  # fmt: skip
+    try:
+        (whole,) = LTX2MGPUTextEncode().encode(model, path.name, PROMPT, placement="replicas")
+        (split,) = LTX2MGPUTextEncode().encode(model, path.name, PROMPT, placement="layers")
+    finally:
+        get_manager().unload()
+        path.unlink()
+        assert_no_leaks()
+    held = [r["layers"] for r in replies[1]]
+    sizes = [r["weight_bytes"] for r in replies[1]]
+    print(
+        f"\n[Gemma 4 12B, real size, cuda:0,cuda:0] split vs whole: max abs "
+        f"{float((split[0][0] - whole[0][0]).abs().max()):.2e}, {split[0][0].shape[1]} tokens, "
+        f"layers {[(h[0], h[-1] + 1) for h in held]}, GB per rank {[round(sum(s.values()) / 1e9, 2) for s in sizes]}, "
+        f"whole on rank 0 {round(sum(replies[0][0]['weight_bytes'].values()) / 1e9, 2)} GB"
+    )
+    assert [r["placement"] for r in replies[0]] == ["rank 0", "rank 0"]
+    assert [r["placement"] for r in replies[1]] == ["layers", "layers"]
+    assert [i for block in held for i in block] == list(range(GEMMA4_LAYERS)) and all(held), held
+    assert sizes[1]["other"] * 100 < sizes[0]["other"], (
+        sizes
+    )  # rank 1: its layers, no embedding or projection
+    assert torch.isfinite(whole[0][0]).all() and whole[0][0].abs().max() > 0
+    assert torch.equal(split[0][0], whole[0][0])

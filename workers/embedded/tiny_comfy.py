@@ -49,15 +49,27 @@ def comfyui_for_tiny() -> ModuleType:
 
 
 def random_state(
-    module: torch.nn.Module, to_file_key: Callable[[str], str], seed: int, gain: float
+    module: torch.nn.Module,
+    to_file_key: Callable[[str], str],
+    seed: int,
+    gain: float,
+    device: torch.device | str = "cpu",
+    dtype: torch.dtype = torch.float32,
 ) -> dict[str, torch.Tensor]:
-    """Float32 values for every persistent entry of `module`'s state dict, keyed by file key."""
+    """Values for every persistent entry of `module`'s state dict (which may live on "meta"), keyed
+    by file key: drawn in float32 on `device` (a GPU draws real-size models in seconds; its numbers
+    differ from the CPU's for the same seed), stored as `dtype`."""
     state_keys = set(module.state_dict())
     tensors: dict[str, torch.Tensor] = {}
+    device = torch.device(device)
     for key, owner, local_name, value in state_entries(module):
         file_key = to_file_key(key)
         gen = _generator(seed, file_key)
-        tensors[file_key] = _init_value_25(owner, local_name, tuple(value.shape), gain, gen)
+        if device.type != "cpu":
+            gen = torch.Generator(device).manual_seed(gen.initial_seed())
+        with device:  # the init rules' factory calls draw there
+            drawn = _init_value_25(owner, local_name, tuple(value.shape), gain, gen)
+        tensors[file_key] = drawn.to(dtype)
     missing = state_keys - {k for k in state_keys if to_file_key(k) in tensors}
     assert not missing, f"no value drawn for {sorted(missing)}"
     return tensors

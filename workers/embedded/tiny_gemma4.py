@@ -107,19 +107,43 @@ def comfy_text_encoder_target(state_dict: dict[str, torch.Tensor]) -> tuple[type
 def make_tiny_gemma4(out_path: Path | str, seed: int, video_dim: int, audio_dim: int) -> Path:
     """Write the tiny Gemma 4 text encoder with its projection to the transformer's stream widths
     (`video_dim`, `audio_dim`) and its tokenizer, to `out_path`."""
+    model = tiny_gemma4_model_class()({}, torch.float32, "cpu", _ops())
+    return _write_with_projection(model, Path(out_path), seed, video_dim, audio_dim, "cpu")
+
+
+def make_gemma4_12b(out_path: Path | str, seed: int, video_dim: int, audio_dim: int, device: str) -> Path:
+    """Gemma 4 12B at its released sizes (ComfyUI's own Gemma4_12B: 3840 wide, 48 layers, vision
+    and audio embedders), random weights drawn on `device`, in make_tiny_gemma4's layout and with
+    its tokenizer: the file ComfyUI's and the ranks' 12B-only load paths take (about 24 GB in
+    bfloat16; a GPU check, no release file can be downloaded here)."""
+    comfyui_for_tiny()
+    from comfy.text_encoders import gemma4
+
+    with torch.device("meta"):
+        model = gemma4.Gemma4_12B({}, torch.bfloat16, "meta", _ops())
+    return _write_with_projection(model, Path(out_path), seed, video_dim, audio_dim, device)
+
+
+def _write_with_projection(
+    model: torch.nn.Module, path: Path, seed: int, video_dim: int, audio_dim: int, device: str
+) -> Path:
+    """`model`'s random weights under `model.`/embedders' keys, the LTX dual projection from all
+    hidden states (width x (layers + 1)) to the streams' widths, and the tokenizer, as one file."""
     from ..text.text_tokenizer import tokenizer_json_bytes
 
-    model = tiny_gemma4_model_class()({}, torch.float32, "cpu", _ops())
-    tensors = random_state(model, lambda key: key, seed, LINEAR_GAIN)
-    projection_in = HIDDEN_SIZE * (NUM_LAYERS + 1)
+    config = model.model.config
+    stored = random_state(model, lambda key: key, seed, LINEAR_GAIN, device, torch.bfloat16)
+    projection_in = config.hidden_size * (config.num_hidden_layers + 1)
     for name, width in (("video", video_dim), ("audio", audio_dim)):
-        projection = torch.nn.Linear(projection_in, width)
+        with torch.device("meta"):
+            projection = torch.nn.Linear(projection_in, width)
         prefix = f"text_embedding_projection.{name}_aggregate_embed."
-        tensors |= random_state(projection, lambda key, prefix=prefix: prefix + key, seed, LINEAR_GAIN)
-    stored = {k: v.to(torch.bfloat16) for k, v in tensors.items()}
+        stored |= random_state(
+            projection, lambda key, prefix=prefix: prefix + key, seed, LINEAR_GAIN, device, torch.bfloat16
+        )
+    stored = {k: v.cpu() for k, v in stored.items()}
     tokenizer = tokenizer_json_bytes(tiny_tokenizer_json())
     stored[TOKENIZER_KEY] = torch.frombuffer(bytearray(tokenizer), dtype=torch.uint8)
-    path = Path(out_path)
     path.parent.mkdir(parents=True, exist_ok=True)
     _save_mixed(stored, path)
     return path
