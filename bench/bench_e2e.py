@@ -442,9 +442,14 @@ def main(argv=None) -> int:
     models = args.models
     profile_dir, profile_calls = None, set()
     if args.profile_calls:
-        folder, _, calls = args.profile_calls.rpartition(":")
-        profile_dir, profile_calls = Path(folder), {int(c) for c in calls.split(",")}
-        os.environ["LTX2_MGPU_PROFILE_CALLS"] = f"{profile_dir.resolve()}:{calls}"  # the workers inherit it
+        from ltx2_mgpu.workers.rank.call_profile import ENV, parse_setting
+
+        setting = parse_setting(args.profile_calls)
+        if setting is None:
+            parser.error("--profile-calls takes DIR:N,M (model call indices, from 0)")
+        profile_dir, profile_calls = setting
+        calls = ",".join(map(str, sorted(profile_calls)))
+        os.environ[ENV] = f"{profile_dir.resolve()}:{calls}"  # the workers inherit it
     if args.tiny:
         from e2e_models import stage_tiny_models
 

@@ -17,12 +17,17 @@ ENV = "LTX2_MGPU_PROFILE_CALLS"
 _count = 0
 
 
-def _setting() -> tuple[Path, set[int]] | None:
-    value = os.environ.get(ENV, "").strip()
+def parse_setting(value: str) -> tuple[Path, set[int]] | None:
+    """ "FOLDER:3,4,12" -> (FOLDER, {3, 4, 12}); the benchmark's --profile-calls takes the same form."""
+    value = value.strip()
     if not value or ":" not in value:
         return None
     folder, _, calls = value.rpartition(":")
     return Path(folder), {int(c) for c in calls.split(",") if c.strip()}
+
+
+def _setting() -> tuple[Path, set[int]] | None:
+    return parse_setting(os.environ.get(ENV, ""))
 
 
 @contextlib.contextmanager
