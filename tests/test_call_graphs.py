@@ -90,6 +90,22 @@ def test_graphs_are_on_unless_switched_off(monkeypatch):
         assert not graphs_enabled()
 
 
+def test_a_model_with_another_nodes_block_patches_keeps_them_and_runs_eagerly():
+    from types import SimpleNamespace
+
+    from ltx2_mgpu.workers.engine.comfy.call_graphs import attach_call_graphs
+
+    def theirs(args, extra):
+        return extra["original_block"](args)
+
+    patches = {"transformer_options": {"patches_replace": {"dit": {("double_block", 3): theirs}}}}
+    patcher = SimpleNamespace(
+        load_device=torch.device("cuda", 0), model=SimpleNamespace(), model_options=patches
+    )
+    assert attach_call_graphs(patcher, world_size=1, enabled=True) is None
+    assert patches["transformer_options"]["patches_replace"]["dit"] == {("double_block", 3): theirs}
+
+
 def test_a_moved_weight_changes_the_key_and_a_weight_patched_in_place_does_not():
     layer = torch.nn.Linear(4, 4)
     before = weight_addresses(layer)

@@ -61,8 +61,6 @@ def attach_call_graphs(patcher: Any, world_size: int, enabled: bool | None = Non
     block replace patch on every block (ComfyUI's "dit" double_block patches, as SP does on several
     ranks) and a DIFFUSION_MODEL wrapper that reruns a forward whose capture failed. Returns the
     BlockGraphs (its counters), else None. `enabled`: None reads LTX2_MGPU_CUDA_GRAPHS (benchmarks pass it)."""
-    import comfy.patcher_extension
-
     from .weights import SHARDED_ATTR, budget_of
 
     device = patcher.load_device
@@ -72,6 +70,10 @@ def attach_call_graphs(patcher: Any, world_size: int, enabled: bool | None = Non
         return None
     if world_size != 1 or budget_of(patcher) is not None or getattr(patcher.model, SHARDED_ATTR, 0):
         return None
+    if _block_patches(patcher):  # another node's block replace patches: ours would take their place
+        return None
+    import comfy.patcher_extension
+
     blocks = patcher.model.diffusion_model.transformer_blocks
     graphs = BlockGraphs(patcher.model.diffusion_model, len(blocks) - 1)
     for index in range(len(blocks)):
@@ -80,6 +82,11 @@ def attach_call_graphs(patcher: Any, world_size: int, enabled: bool | None = Non
         comfy.patcher_extension.WrappersMP.DIFFUSION_MODEL, WRAPPER_KEY, graphs.wrapper
     )
     return graphs
+
+
+def _block_patches(patcher: Any) -> dict:
+    options = patcher.model_options.get("transformer_options", {})
+    return options.get("patches_replace", {}).get("dit", {})
 
 
 class CaptureAborted(Exception):
