@@ -3,8 +3,9 @@
 The ranks run the real commands (ops_vae.vae_decode, ops_vae_encode.vae_encode) with ComfyUI's VAE
 objects loaded by ComfyModel.load from the tiny checkpoint; the references are ComfyUI's own nodes on
 the same file in this process (VAEDecode, VAEDecodeTiled, LTXVAudioVAEDecode, VAEEncode), float32 on
-the CPU. Tolerances: exact decode 1e-6 of the IMAGE range (the slabs' convolutions see the same
-inputs but run on other shapes, so the last bit may differ); tiled decode 1e-6 (the ranks' shares are
+the CPU. Tolerances: exact decode 1e-5 of the IMAGE range (the slabs' convolutions see the same
+inputs but run on other shapes, and a CPU's convolution kernels are chosen per shape: bit for bit on
+AVX2 machines, up to 3.9e-6 apart on an AVX-512/AMX Xeon); tiled decode 1e-5 (the ranks' shares are
 summed after the division by the feather weights); audio bit-exact (one rank runs ComfyUI's decode);
 encode 1e-5 of the latent's largest magnitude.
 """
@@ -26,8 +27,8 @@ from conftest import run_ranks
 
 pytestmark = pytest.mark.comfyui
 
-EXACT_TOLERANCE = 1e-6
-TILED_TOLERANCE = 1e-6
+EXACT_TOLERANCE = 1e-5  # the IMAGE is in [0, 1]: 1e-5 of its range, the bound every node's parity keeps
+TILED_TOLERANCE = 1e-5
 ENCODE_TOLERANCE = 1e-5
 # Latents [B, 128, F, h, w]. "wide": 12 x 16 cells, slabs of rows 12 / 6+6 / 4+4+4 on 1 / 2 / 3 ranks;
 # "narrow": 5 x 3 cells, slabs of 2 and 3 rows (a rank idles at 3 ranks: slabs are at least 2 cells).

@@ -3,8 +3,8 @@
 Our node classes on an MGPU_MODEL whose backend is "comfy" (1 and 2 CPU ranks, float32) against ComfyUI's
 own nodes on the same tiny checkpoint in this process (CheckpointLoaderSimple's VAE, LTXVAudioVAELoader).
 The ranks load the VAE from the file on their first decode or encode (ComfyModel.checkpoint_vae).
-Tolerances: exact decode and audio bit-exact (a size whose slabs hold a multiple of 32 positions per
-channel, see tests/test_comfy_vae.py); encode 1e-5 of the latent's largest magnitude.
+Tolerances: exact decode 1e-5 of the IMAGE range (bit for bit on AVX2 CPUs; see tests/test_comfy_vae.py),
+audio bit-exact; encode 1e-5 of the latent's largest magnitude.
 And the point of serving the VAE on this backend: SP Sampler then Distributed VAE Decode loads the file
 once (before, the decode switched the group to ltx-core and loaded it again).
 """
@@ -154,7 +154,7 @@ def test_sampler_then_decode_loads_the_file_once(comfy, tiny, ops_run):  # noqa:
     assert audio is None
     with torch.inference_mode():
         (native,) = nodes.VAEDecode().decode(comfy.vae, {"samples": samples})
-    assert torch.equal(image, native)
+    assert (image - native).abs().max() <= 1e-5  # the IMAGE is in [0, 1]
 
 
 def test_file_without_vae_is_refused_by_name(comfy, tiny, tmp_path):  # noqa: F811

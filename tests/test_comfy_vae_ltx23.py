@@ -7,7 +7,7 @@ released decoders use "compress_all" only. The checkpoint is the tiny LTX-2 one 
 swapped for such a VideoVAE (same channels and padding as the tiny LTX-2 VAE, random weights), detected
 by ComfyUI as its LTX VAE by `decoder.up_blocks.0.res_blocks.0.conv1.conv.weight`. The ranks run the
 real command (ops_vae.vae_decode, mode exact) with ComfyModel's VAE; the reference is VAEDecode on the
-same file in this process. Tolerance as tests/test_comfy_vae.py's exact decode: 1e-6 of the IMAGE.
+same file in this process. Tolerance as tests/test_comfy_vae.py's exact decode: 1e-5 of the IMAGE.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from conftest import run_ranks
 
 pytestmark = pytest.mark.comfyui
 
-TOLERANCE = 1e-6
+TOLERANCE = 1e-5  # of the IMAGE's [0, 1] range; the slabs' convolutions may round apart (test_comfy_vae.py)
 # 12 x 16 cells, 17 frames: VAEDecodeTiled's default 512 px tiles would cut it 2 x 2; bands of
 # 12 / 6+6 / 4+4+4 rows here.
 LATENT = (1, 128, 3, 12, 16)
