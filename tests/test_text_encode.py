@@ -47,7 +47,8 @@ BF16_VS_FP32 = 0.1
 SHORT = "A red fox runs through fresh snow at dawn, cinematic."
 LONG = ("Slow dolly shot along a misty river at sunrise; " * 25)[:1100]  # 1,101 tokens > 1,024
 PROMPTS = [SHORT, LONG, "", "Close-up of rain on a window.\nSoft piano."]
-SAME_ARITHMETIC = 1e-6
+# Same arithmetic, other thread counts: 1.4e-6 measured on an AVX-512/AMX Xeon (0 on AVX2 machines).
+SAME_ARITHMETIC = 1e-5
 _FIRST_RUN: dict[str, torch.Tensor] = {}  # outputs of the first rank count tested, to compare the others with
 
 

@@ -276,7 +276,7 @@ def test_decode_equals_ltx_core_for_1_2_3_ranks(manager, tiny_path):
         whole, _ = node.decode(
             model, {"samples": video}, 4096, 64, 0, 24
         )  # one tile: ltx-core's plain decode
-        assert torch.equal(whole, ref_whole)
+        errors[(ranks, "whole")] = float((whole - ref_whole).abs().max())
 
         av = {"samples": NestedStandIn([av_video, av_audio]), "type": "audio"}
         image, audio = node.decode(model, av)  # auto tiles from the group size
@@ -294,8 +294,13 @@ def test_decode_equals_ltx_core_for_1_2_3_ranks(manager, tiny_path):
         )
         waves[ranks] = wave.clone()
     print("max abs error vs ltx-core:", {k: f"{v:.1e}" for k, v in errors.items()})
+    # A worker and this process run the same convolutions, but oneDNN picks its kernels (and with
+    # them the summation order) by thread count and buffer alignment: bit for bit on AVX2 machines,
+    # a few float32 roundings apart on AVX-512/AMX ones.
     assert max(errors.values()) <= TOLERANCE, errors
-    assert torch.equal(images[2], images[1]) and torch.equal(images[3], images[1]), "ranks change the bits"
+    for ranks in (2, 3):
+        spread = float((images[ranks] - images[1]).abs().max())
+        assert spread <= TOLERANCE, f"{ranks} ranks decode {spread:.1e} off one rank's"
     # The audio is decoded whole by one rank, so only its CPU thread count (cores / ranks) separates it
     # from the in-process decode: 1 vs 2 threads moves the last bit (6e-8 measured), nothing more.
     scale = float(ref_audio.waveform.abs().max())
