@@ -1,5 +1,5 @@
-"""The loader's `weights` option on GPUs smaller than the model: one denoising step of LTX-2.3 22B (bf16,
-random weights, ComfyUI's LTXAVModel in the workers, cond+uncond with audio) with every worker's GPU
+"""The loader's `weights` option on GPUs smaller than the model: one denoising step of LTX-2.3 22B (bf16, or
+--weights fp8 / int8 held as ComfyUI holds such a file; random weights, ComfyUI's LTXAVModel in the workers, cond+uncond with audio) with every worker's GPU
 memory capped by torch.cuda.set_per_process_memory_fraction, per option, against replicated uncapped.
 
 - replicated, uncapped: the reference (each worker holds the whole 44 GB model);
@@ -20,7 +20,9 @@ On one H200 (two workers sharing it; marked so in the JSON), each call well insi
     COMFYUI_PATH=/path/to/ComfyUI python bench/bench_weights.py --devices cuda:0,cuda:0 --cap-gib 24 \\
         --out bench/results/weights_22b_h200_shared.json
 
-With two GPUs: --devices cuda:0,cuda:1 (sharded runs there). `--tiny` runs a small configuration on two
+The fp8 scaled file's case (the 2.3 template's checkpoint, 22 GB) under 16 GiB caps: --weights fp8
+--cap-gib 16 --out bench/results/weights_22b_fp8_h200_shared.json. With two GPUs: --devices
+cuda:0,cuda:1 (sharded runs there). `--tiny` runs a small configuration on two
 CPU workers in float32 (the whole script, no cap, no timing claims):
 
     COMFYUI_PATH=/path/to/ComfyUI python bench/bench_weights.py --tiny --out x.json
@@ -43,6 +45,7 @@ from ltx2_mgpu.workers.group.launcher import Placement
 from ltx2_mgpu.workers.rank.ops_bench import LTX2_19B_TRANSFORMER
 from ltx2_mgpu.workers.wire.comfyui_root import COMFYUI_PATH_ENV, check_comfyui_root
 from ltx2_mgpu.workers.wire.memory_plan import RUNTIME_BYTES_PER_GPU, ModelSizes, activation_bytes
+from ltx2_mgpu.workers.wire.requests import BENCH_WEIGHT_FORMATS
 
 GIB = 2**30
 OPTIONS = ("replicated", "offloaded", "sharded")
@@ -57,7 +60,15 @@ def reserve_bytes(config: dict, tokens: int, world_size: int, dtype: str) -> int
 
 
 def one_option(
-    option: str, devices: str, root, config: dict, shapes: dict, dtype: str, cap_bytes: int, repeats: int
+    option: str,
+    devices: str,
+    root,
+    config: dict,
+    shapes: dict,
+    dtype: str,
+    cap_bytes: int,
+    repeats: int,
+    weights: str = "bf16",
 ) -> dict:
     """Load the random model under `option` (capped unless replicated) and time every size."""
     world = len(devices.split(","))
@@ -70,7 +81,7 @@ def one_option(
         loaded = group.run(
             "comfy_load_random_model",
             {
-                "comfyui_root": root.path, "dtype": dtype, "config": config, "weights": "bf16",
+                "comfyui_root": root.path, "dtype": dtype, "config": config, "weights": weights,
                 "placement": option, "memory_cap_bytes": cap_bytes if capped else 0,
                 "reserve_bytes": reserve_bytes(config, max(shapes), world, dtype),
             },
@@ -120,6 +131,12 @@ def main(argv: list[str] | None = None) -> dict:
     )
     parser.add_argument("--options", nargs="+", choices=OPTIONS, default=list(OPTIONS))
     parser.add_argument(
+        "--weights",
+        choices=BENCH_WEIGHT_FORMATS,
+        default="bf16",
+        help="the random model's format, held as ComfyUI holds such a file (fp8 scaled: the 2.3 template's)",
+    )
+    parser.add_argument(
         "--tokens", type=int, nargs="+", help="video token counts (default: 6,144 and 24,576)"
     )
     parser.add_argument("--repeats", type=int, default=3, help="timed steps per option and size")
@@ -147,6 +164,7 @@ def main(argv: list[str] | None = None) -> dict:
         "workers_share_a_gpu": len(set(ranks)) < len(ranks),
         "comfyui": {"path": root.path, "version": root.version},
         "config": "tiny" if args.tiny else "ltx-2.3-22b",
+        "weight_format": args.weights,
         "repeats": args.repeats,
         "options": {},
     }
@@ -154,7 +172,7 @@ def main(argv: list[str] | None = None) -> dict:
         report["gpu"] = torch.cuda.get_device_name(0)
     for option in args.options:
         report["options"][option] = one_option(
-            option, devices, root, config, shapes, dtype, cap_bytes, args.repeats
+            option, devices, root, config, shapes, dtype, cap_bytes, args.repeats, args.weights
         )
     base = report["options"].get("replicated", {}).get("sizes", {})
     for result in report["options"].values():

@@ -386,15 +386,18 @@ def _bench_weights(argv: list[str]) -> dict:
         sys.path.remove(str(bench))
 
 
-def test_the_weights_bench_runs_tiny_on_cpu(tmp_path):
+@pytest.mark.parametrize("weights", ["bf16", "fp8"])
+def test_the_weights_bench_runs_tiny_on_cpu(tmp_path, weights):
     """bench/bench_weights.py end to end on two CPU workers: every option loads and steps, sharded
-    holds half the blocks per worker."""
-    report = _bench_weights(
-        ["--tiny", "--repeats", "1", "--comfyui", str(comfyui_root()), "--out", str(tmp_path / "w.json")]
-    )
+    holds half the blocks per worker (bf16; fp8 keeps each layer's scales whole on every rank)."""
+    report = _bench_weights(["--tiny", "--repeats", "1", "--weights", weights, "--comfyui", str(comfyui_root()),
+                             "--out", str(tmp_path / "w.json")])  # fmt: skip
+    assert report["weight_format"] == weights
     loads = {option: result["load"] for option, result in report["options"].items()}
     assert [r["weights"] for r in loads["sharded"]] == ["sharded", "sharded"]
-    assert sum(r["block_bytes"] for r in loads["sharded"]) == loads["replicated"][0]["block_bytes"]
+    halves = sum(r["block_bytes"] for r in loads["sharded"])
+    whole = loads["replicated"][0]["block_bytes"]
+    assert halves == whole if weights == "bf16" else whole < halves < 1.1 * whole, (halves, whole)
     assert all("ms" in row for result in report["options"].values() for row in result["sizes"].values())
 
 
@@ -410,6 +413,20 @@ def test_offloaded_22b_runs_under_a_24_gib_cap_on_one_gpu():
         assert "ms" in row, (tokens, row)
         assert max(row["peak_memory_gib_per_worker"]) <= 24.0, (tokens, row)
     assert "skipped" in report["options"]["sharded"]  # two ranks on one GPU: NCCL cannot shard there
+
+
+@pytest.mark.gpu
+def test_offloaded_22b_fp8_runs_under_a_16_gib_cap_on_one_gpu():
+    """LTX-2.3 22B in the fp8 scaled format (the 2.3 template's file, 22 GB) with two workers on one GPU,
+    each capped at 16 GiB: offloaded steps at 6,144 and 24,576 tokens under the cap; replicated uncapped
+    beside it (bench/results JSON)."""
+    out = Path(__file__).resolve().parents[1] / "bench" / "results" / "weights_22b_fp8_h200_shared.json"
+    report = _bench_weights(["--devices", "cuda:0,cuda:0", "--cap-gib", "16", "--weights", "fp8",
+                             "--options", "replicated", "offloaded", "--comfyui", str(comfyui_root()),
+                             "--out", str(out)])  # fmt: skip
+    for tokens, row in report["options"]["offloaded"]["sizes"].items():
+        assert "ms" in row, (tokens, row)
+        assert max(row["peak_memory_gib_per_worker"]) <= 16.0, (tokens, row)
 
 
 def test_a_new_max_video_tokens_reloads_only_offloaded_weights(make_group, tiny):

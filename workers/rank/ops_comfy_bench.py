@@ -116,13 +116,13 @@ def host_random_model(job, config: dict, dtype: torch.dtype, request: ComfyLoadR
     import comfy.model_patcher
     import torch.distributed as dist
 
-    from ..engine.comfy.random_model import random_bf16_model
+    from ..engine.comfy.random_model import random_base_model
     from ..engine.comfy.weights import auto_resident_bytes, make_resident, set_budget, shard_blocks
 
     rt = job.runtime
     host = torch.device("cpu")
     # Drawn on the GPU when there is one (seconds, against minutes for 22B on the CPU), before the cap.
-    model = random_bf16_model(config, rt.device, dtype, request.seed).to(host)
+    model = random_base_model(config, rt.device, dtype, request.seed, request.weights).to(host)
     if rt.device.type == "cuda":
         torch.cuda.empty_cache()
     cap_gpu_memory(rt.device, request.memory_cap_bytes)

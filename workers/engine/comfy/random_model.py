@@ -81,13 +81,7 @@ def comfy_random_model(
     import comfy.model_management
     import comfy.model_patcher
 
-    if weights not in WEIGHT_FORMATS:
-        raise ValueError(f"weights {weights!r} is not one of {', '.join(WEIGHT_FORMATS)}")
-    if weights == "bf16":
-        model = _random_bf16(config, device, dtype, seed)
-    else:
-        model = _random_quantized(config, device, dtype, seed, weights)
-    model.eval()
+    model = random_base_model(config, device, dtype, seed, weights)
     patcher = comfy.model_patcher.ModelPatcher(model, load_device=device, offload_device=device)
     # As ComfyModel.load: ComfyUI registers the model as fully loaded on the device it sits on.
     comfy.model_management.load_models_gpu([patcher], force_full_load=True)
@@ -171,9 +165,17 @@ def convrot_group_size(in_features: list[int]) -> int:
     return group
 
 
-def random_bf16_model(config: dict, device: torch.device, dtype: torch.dtype, seed: int) -> Any:
-    """ComfyUI's LTXAV BaseModel of `config` on `device`, random weights in `dtype` (no patcher)."""
-    model = _random_bf16(config, device, dtype, seed)
+def random_base_model(
+    config: dict, device: torch.device, dtype: torch.dtype, seed: int, weights: str = "bf16"
+) -> Any:
+    """ComfyUI's LTXAV BaseModel of `config` on `device`, random weights in `weights` (WEIGHT_FORMATS),
+    the rest in `dtype` (no patcher)."""
+    if weights not in WEIGHT_FORMATS:
+        raise ValueError(f"weights {weights!r} is not one of {', '.join(WEIGHT_FORMATS)}")
+    if weights == "bf16":
+        model = _random_bf16(config, device, dtype, seed)
+    else:
+        model = _random_quantized(config, device, dtype, seed, weights)
     model.eval()
     return model
 
