@@ -156,14 +156,9 @@ def write_ltx23_checkpoint(path: Path, config: dict, text_width: int, device, se
 def write_real_ltx23_models(models: Path, device, num_layers: int | None = None, seed: int = 0) -> Path:
     """Every file the LTX-2.3 t2v template loads, random weights, under the released names (about
     25 GB checkpoint + 24 GB Gemma 3 12B in bf16 + LoRA + upscaler); WEIGHTS.json says what each is."""
-    import torch
-    from safetensors.torch import save_file
 
     from ltx2_mgpu.workers.embedded.tiny_gemma import make_tiny_gemma
     from ltx2_mgpu.workers.embedded.tiny_ltx23 import (
-        draw_state,
-        load_comfy_modules,
-        tiny_ltx23_upsampler_config,
         write_gemma_lora,
     )
     from ltx2_mgpu.workers.embedded.tiny_variants import make_tiny_lora
@@ -210,19 +205,7 @@ def write_real_ltx23_models(models: Path, device, num_layers: int | None = None,
         )
         tmp.replace(paths["text_lora"])
     if not paths["upscaler"].exists():
-        comfy = load_comfy_modules()
-        upsampler_config = {**tiny_ltx23_upsampler_config(2.0), "mid_channels": UPSCALER_MID_CHANNELS,
-                            "num_blocks_per_stage": UPSCALER_BLOCKS}  # fmt: skip
-        upsampler = comfy["upsampler"].LatentUpsampler.from_config(
-            upsampler_config, operations=comfy["ops"].disable_weight_init
-        )
-        tmp = paths["upscaler"].with_name(".upscaler.tmp")
-        save_file(
-            {k: v.to(torch.bfloat16).contiguous() for k, v in draw_state(upsampler, "", 1.0, seed).items()},
-            str(tmp),
-            metadata={"config": json.dumps(upsampler_config)},
-        )
-        tmp.replace(paths["upscaler"])
+        write_x2_upscaler(paths["upscaler"], seed)
     print(f"[e2e models] all files written in {time.monotonic() - t0:.0f} s", flush=True)
     gemma_name, upscaler_name = released_23["text_encoders"], released_23["latent_upscale_models"]
     weights = {
@@ -239,7 +222,150 @@ def write_real_ltx23_models(models: Path, device, num_layers: int | None = None,
         ]: f"random LoRA rank {TEXT_LORA_RANK} on every Gemma attention and MLP Linear",
         upscaler_name: f"x2 latent upsampler, assumed {UPSCALER_MID_CHANNELS} mid channels, "
         f"{UPSCALER_BLOCKS} blocks per stage",
-        "not written": "LTX-2.5 files (Gemma 4 12B, the 2.5 VAEs' real configs): the 2.5 job runs at tiny size only",
+        "not written": "LTX-2.5 files (write them with --family 2.5, into another folder)",
+        "sizes_gb": {name: round(path.stat().st_size / 1e9, 2) for name, path in paths.items()},
+    }
+    (models / "WEIGHTS.json").write_text(json.dumps(weights, indent=1))
+    return models
+
+
+def write_x2_upscaler(path: Path, seed: int) -> Path:
+    """The x2 spatial latent upsampler at its assumed real width (UPSCALER_MID_CHANNELS, UPSCALER_BLOCKS),
+    bf16, as LatentUpscaleModelLoader reads it (2.3's and 2.5's x2 files share the architecture)."""
+    import torch
+    from safetensors.torch import save_file
+
+    from ltx2_mgpu.workers.embedded.tiny_ltx23 import (
+        draw_state,
+        load_comfy_modules,
+        tiny_ltx23_upsampler_config,
+    )
+
+    comfy = load_comfy_modules()
+    upsampler_config = {**tiny_ltx23_upsampler_config(2.0), "mid_channels": UPSCALER_MID_CHANNELS,
+                        "num_blocks_per_stage": UPSCALER_BLOCKS}  # fmt: skip
+    upsampler = comfy["upsampler"].LatentUpsampler.from_config(
+        upsampler_config, operations=comfy["ops"].disable_weight_init
+    )
+    tmp = path.with_name(f".{path.name}.tmp")
+    save_file(
+        {k: v.to(torch.bfloat16).contiguous() for k, v in draw_state(upsampler, "", 1.0, seed).items()},
+        str(tmp),
+        metadata={"config": json.dumps(upsampler_config)},
+    )
+    tmp.replace(path)
+    return path
+
+
+def real_ltx25_config(num_layers: int | None = None) -> dict:
+    """The 2.5 transformer file's metadata "config" at real size: the 22B as ComfyUI builds it
+    (random_model.FAMILY_CHANGES["2.5"] over the 19B config). The keyframe position embedding is
+    left out, as in the released layout (ComfyUI finds it by its key)."""
+    from ltx2_mgpu.workers.engine.comfy.random_model import family_config
+    from ltx2_mgpu.workers.rank.ops_bench import LTX2_19B_TRANSFORMER
+
+    transformer = family_config(LTX2_19B_TRANSFORMER, "2.5")
+    transformer.pop("use_keyframes_abs_pos_embedding")
+    if num_layers is not None:
+        transformer["num_layers"] = num_layers
+    return {"transformer": transformer}
+
+
+def write_ltx25_transformer(path: Path, config: dict, device, seed: int = 0) -> Path:
+    """The LTX-2.5 transformer in the released int8 convrot file's layout: every block Linear int8 per
+    channel with its convrot record, the rest (text connectors included) bf16, under
+    model.diffusion_model.; drawn one tensor at a time on `device` (random_model)."""
+    import torch
+    from safetensors.torch import save_file
+
+    from ltx2_mgpu.workers.engine.comfy.random_model import (
+        _quantized_state,
+        parameter_shapes,
+        quantized_layers,
+    )
+
+    transformer = config["transformer"]
+    shapes = parameter_shapes({**transformer, "use_keyframes_abs_pos_embedding": True})
+    layers = quantized_layers(shapes, "int8", int(transformer["num_layers"]))
+    tensors = {
+        f"model.diffusion_model.{key}": value.cpu()
+        for key, value in _quantized_state(shapes, layers, device, torch.bfloat16, seed)
+    }
+    tmp = path.with_name(f".{path.name}.tmp")
+    save_file(
+        {k: v.contiguous() for k, v in tensors.items()}, str(tmp), metadata={"config": json.dumps(config)}
+    )
+    tmp.replace(path)
+    return path
+
+
+def write_real_ltx25_models(
+    models: Path, device, num_layers: int | None = None, seed: int = 0, text_encoder: bool = True
+) -> Path:
+    """Every file the LTX-2.5 t2v template loads, under the released names: the 22B int8 convrot
+    transformer (about 23 GB) and Gemma 4 12B with its projection (bf16, about 24 GB) at real size,
+    the x2 upscaler at its assumed width, make-tiny's 2.5 video and audio VAEs (their real configs are
+    not public here). `text_encoder=False` skips Gemma 4 (a CPU check: ComfyUI only builds the 12B)."""
+    from ltx2_mgpu.workers.embedded.tiny_gemma4 import make_gemma4_12b
+    from ltx2_mgpu.workers.embedded.tiny_ltx25_vae import tiny_audio_vae_25, tiny_video_vae_25
+
+    _, released_25, _, _ = _released_names()
+    config = real_ltx25_config(num_layers)
+    transformer = config["transformer"]
+    paths = {
+        "transformer": models / "diffusion_models" / released_25["diffusion_models"],
+        "gemma4": models / "text_encoders" / released_25["text_encoders"],
+        "video_vae": models / "vae" / released_25["video_vae"],
+        "audio_vae": models / "vae" / released_25["audio_vae"],
+        "upscaler": models / "latent_upscale_models" / released_25["latent_upscale_models"],
+    }
+    if not text_encoder:
+        del paths["gemma4"]
+    for path in paths.values():
+        path.parent.mkdir(parents=True, exist_ok=True)
+    t0 = time.monotonic()
+    # Each file is written to a temporary name and renamed: a stopped run resumes with what is missing.
+    if not paths["transformer"].exists():
+        write_ltx25_transformer(paths["transformer"], config, device, seed)
+        print(f"[e2e models] {_gb(paths['transformer'])}, {time.monotonic() - t0:.0f} s", flush=True)
+    if text_encoder and not paths["gemma4"].exists():
+        tmp = paths["gemma4"].with_name(f".{paths['gemma4'].name}.tmp")
+        make_gemma4_12b(
+            tmp, seed, int(transformer["cross_attention_dim"]), int(transformer["audio_cross_attention_dim"]),
+            str(device),
+        )  # fmt: skip
+        tmp.replace(paths["gemma4"])
+        print(f"[e2e models] {_gb(paths['gemma4'])}, {time.monotonic() - t0:.0f} s", flush=True)
+    for key, write in (("video_vae", tiny_video_vae_25), ("audio_vae", tiny_audio_vae_25)):
+        if not paths[key].exists():
+            write(paths[key], seed)
+    if not paths["upscaler"].exists():
+        write_x2_upscaler(paths["upscaler"], seed)
+    # The templates' prompt enhancer (off) names a Gemma 4 E2B file ComfyUI only checks for.
+    enhancer = models / "text_encoders" / released_25["prompt_enhancer"]
+    if text_encoder and not enhancer.exists():
+        enhancer.symlink_to(paths["gemma4"].name)
+    print(f"[e2e models] all files written in {time.monotonic() - t0:.0f} s", flush=True)
+    weights = {
+        "kind": "random weights at real size (LTX-2.5 files)",
+        released_25[
+            "diffusion_models"
+        ]: f"22B transformer ({transformer['num_layers']} blocks), int8 convrot as "
+        "the template's file (random_model.py), text connectors bf16",
+        released_25[
+            "text_encoders"
+        ]: "Gemma 4 12B sizes (ComfyUI's Gemma4_12B) with the dual projection, in bf16, "
+        "not the template's int8 convrot; make-tiny's character-level tokenizer",
+        released_25[
+            "video_vae"
+        ]: "make-tiny's 2.5 video VAE (diffusion decoder; the real config is not public): "
+        "the decode time is NOT representative",
+        released_25["audio_vae"]: "make-tiny's 2.5 audio VAE and vocoder: NOT representative",
+        released_25["latent_upscale_models"]: f"x2 latent upsampler, assumed {UPSCALER_MID_CHANNELS} mid "
+        f"channels, {UPSCALER_BLOCKS} blocks per stage",
+        released_25[
+            "prompt_enhancer"
+        ]: "a link to the Gemma 4 12B file (the templates leave the enhancer off)",
         "sizes_gb": {name: round(path.stat().st_size / 1e9, 2) for name, path in paths.items()},
     }
     (models / "WEIGHTS.json").write_text(json.dumps(weights, indent=1))
@@ -255,12 +381,16 @@ def main(argv=None) -> int:
 
     import torch
 
-    parser = argparse.ArgumentParser(description="write bench_e2e.py's real-size random LTX-2.3 files")
-    parser.add_argument("models", type=Path, help="the ComfyUI models folder to write (about 55 GB)")
+    parser = argparse.ArgumentParser(description="write bench_e2e.py's real-size random LTX-2.3 or 2.5 files")
+    parser.add_argument("models", type=Path, help="the ComfyUI models folder to write (about 55 / 48 GB)")
+    parser.add_argument("--family", choices=("2.3", "2.5"), default="2.3", help="whose template's files")
     parser.add_argument("--device", default="cuda:0" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--layers", type=int, default=None, help="fewer transformer/Gemma layers (a check)")
     args = parser.parse_args(argv)
-    write_real_ltx23_models(args.models.resolve(), torch.device(args.device), args.layers)
+    if args.family == "2.5":
+        write_real_ltx25_models(args.models.resolve(), torch.device(args.device), args.layers)
+    else:
+        write_real_ltx23_models(args.models.resolve(), torch.device(args.device), args.layers)
     return 0
 
 

@@ -168,3 +168,46 @@ def test_an_unknown_weight_format_is_refused_before_any_worker_starts():
         ComfyLoadRandomModel("/comfyui", weights="nvfp4")
     with pytest.raises(ops.InputRejected, match="weights 'fp4' is not one of"):
         ops.read_request(ComfyLoadRandomModel, {"comfyui_root": "/comfyui", "weights": "fp4"})
+
+
+@pytest.mark.comfyui
+def test_real_size_ltx25_files_are_what_comfyuis_loaders_load(comfy, tmp_path):
+    """bench/e2e_models.py --family 2.5 with one block and no Gemma 4 (ComfyUI builds only the whole
+    12B, a GPU's job): UNETLoader's loader takes the transformer file as LTX-2.5 at the 22B widths
+    (keyframe position embedding, video feed-forward without bias, every block Linear int8 convrot in
+    the released groups of 256) and LatentUpscaleModelLoader's code takes the upscaler."""
+    import json
+
+    import comfy.ops
+    import comfy.sd
+    import comfy.utils
+    from comfy.ldm.lightricks.latent_upsampler import LatentUpsampler
+    from comfy.quant_ops import QuantizedTensor
+
+    e2e = _load_bench_module("e2e_models")
+    models = e2e.write_real_ltx25_models(tmp_path, torch.device("cpu"), num_layers=1, text_encoder=False)
+    released = e2e._released_names()[1]
+    patcher = comfy.sd.load_diffusion_model(str(models / "diffusion_models" / released["diffusion_models"]))
+    net = patcher.model.diffusion_model
+    assert type(net).__name__ == "LTXAVModel" and len(net.transformer_blocks) == 1
+    assert net.keyframes_abs_pos_embedding is not None and net.keyframes_abs_pos_embedding.shape == (1, 4096)
+    block = net.transformer_blocks[0]
+    assert block.ff.net[2].bias is None and block.audio_ff.net[2].bias is not None
+    quantized = {n for n, p in block.named_parameters() if isinstance(p.data, QuantizedTensor)}
+    linears = {n for n, p in block.named_parameters() if n.endswith(".weight") and p.ndim == 2}
+    assert quantized == linears and block.attn1.to_q.weight._params.convrot_groupsize == 256
+    assert block.attn1.to_q.weight.shape == (4096, 4096)
+    upscaler_file = models / "latent_upscale_models" / released["latent_upscale_models"]
+    state, metadata = comfy.utils.load_torch_file(str(upscaler_file), return_metadata=True)
+    assert "post_upsample_res_blocks.0.conv2.bias" in state  # the key the loader recognises LTX's by
+    upsampler = LatentUpsampler.from_config(
+        json.loads(metadata["config"]), operations=comfy.ops.disable_weight_init
+    )
+    upsampler.load_state_dict(state)  # strict: every key of the file and the model
+    for name in ("video_vae", "audio_vae"):
+        assert (models / "vae" / released[name]).stat().st_size > 0
+    weights = json.loads((models / "WEIGHTS.json").read_text())
+    assert (
+        "1 blocks" in weights[released["diffusion_models"]]
+        and "NOT representative" in weights[released["video_vae"]]
+    )
