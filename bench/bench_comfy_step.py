@@ -65,10 +65,21 @@ GIB = 2**30
 
 
 def native_in_process(
-    root, config: dict, shapes: dict, device, dtype, repeats: int, weights: str, cfg: float = 4.0
+    root,
+    config: dict,
+    shapes: dict,
+    device,
+    dtype,
+    repeats: int,
+    weights: str,
+    cfg: float = 4.0,
+    attention: str = "",
 ) -> dict[int, dict]:
     """(c): ComfyUI imported here, the random model built and sampled in this process:
-    {tokens: {"ms": [...], "peak_memory_gib": ...}}."""
+    {tokens: {"ms": [...], "peak_memory_gib": ...}}; with `attention` (a registered attention function)
+    also the steps with it, as ComfyUI's ModelAttentionBackend sets it ("attention_ms"), and the error of
+    its denoised prediction against the default attention's ("attention_error": per stream, of the
+    largest magnitude)."""
     from ltx2_mgpu.workers.engine.comfy.bootstrap import import_comfyui
 
     import_comfyui(root, device)
@@ -91,6 +102,8 @@ def native_in_process(
         times = time_steps(patcher, inputs, repeats, device, cfg=cfg)
         peak = torch.cuda.max_memory_allocated(device) / GIB if device.type == "cuda" else 0.0
         out[tokens] = {"ms": times, "peak_memory_gib": peak}
+        if attention:
+            out[tokens].update(attention_run(patcher, inputs, repeats, device, cfg, attention))
         print(
             json.dumps(
                 {
@@ -112,6 +125,29 @@ def native_in_process(
     return out
 
 
+def attention_run(patcher, inputs: tuple, repeats: int, device, cfg: float, name: str) -> dict:
+    """Native steps with attention function `name` (ModelAttentionBackend's way) and its error."""
+    import comfy.ldm.modules.attention as attention
+
+    from ltx2_mgpu.workers.rank.ops_comfy_bench import denoised, time_steps
+
+    function = attention.get_attention_function(name, None)
+    if function is None:
+        raise SystemExit(
+            f"--attention {name}: this ComfyUI has no such attention function "
+            f"(it has {sorted(attention.REGISTERED_ATTENTION_FUNCTIONS)})"
+        )
+    patched = patcher.clone()
+    patched.set_model_optimized_attention(function)
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    times = time_steps(patched, inputs, repeats, device, cfg=cfg)
+    peak = torch.cuda.max_memory_allocated(device) / GIB if device.type == "cuda" else 0.0
+    reference, chosen = denoised(patcher, inputs, cfg), denoised(patched, inputs, cfg)
+    errors = [float((a - b).abs().max() / a.abs().max()) for a, b in zip(reference, chosen)]
+    return {"attention_ms": times, "attention_peak_memory_gib": peak, "attention_error": errors}
+
+
 def worker_paths(
     devices: str,
     root,
@@ -123,9 +159,12 @@ def worker_paths(
     with_ltxcore: bool,
     cfg: float = 4.0,
     cuda_graphs: bool = False,
+    attention: str = "",
 ) -> dict:
     """(a), and (b) when `with_ltxcore`, on one group of `devices`: {tokens: {"comfy_worker_ms", ...}};
-    with `cuda_graphs` (a) also with the blocks replayed from CUDA graphs ("comfy_worker_graphs_ms")."""
+    with `cuda_graphs` (a) also with the blocks replayed from CUDA graphs ("comfy_worker_graphs_ms");
+    with `attention` (a) also with that attention function, as a ModelAttentionBackend MODEL's calls
+    name it ("comfy_worker_attention_ms", graphs as `cuda_graphs` says)."""
     group = WorkerGroup(Placement(tuple(devices.split(",")))).start()
     out: dict[int, dict] = {tokens: {} for tokens in shapes}
     try:
@@ -139,6 +178,14 @@ def worker_paths(
                 graphed = group.run("comfy_bench_step", {**args, "cuda_graphs": True})
                 out[tokens].update(
                     comfy_worker_graphs_ms=graphed[0]["times_ms"], comfy_cuda_graphs=graphed[0]["cuda_graphs"]
+                )
+            if attention:
+                chosen = group.run(
+                    "comfy_bench_step", {**args, "cuda_graphs": cuda_graphs, "attention": attention}
+                )
+                out[tokens].update(
+                    comfy_worker_attention_ms=chosen[0]["times_ms"],
+                    comfy_attention_backend_calls=chosen[0]["attention_backend_calls"],
                 )
             replies = group.run("comfy_bench_step", args)
             out[tokens].update(
@@ -187,7 +234,9 @@ def one_format(args, root, config: dict, shapes: dict, device, dtype, weights: s
     dtype_name = str(dtype).removeprefix("torch.")
     # ltx-core's bench forward always runs cond+uncond: only at the default cfg.
     with_ltxcore = args.family == "2" and weights == "bf16" and args.cfg != 1.0
-    native = native_in_process(root, config, shapes, device, dtype, args.repeats, weights, args.cfg)
+    native = native_in_process(
+        root, config, shapes, device, dtype, args.repeats, weights, args.cfg, args.attention
+    )
     one = worker_paths(
         str(device),
         root,
@@ -199,6 +248,7 @@ def one_format(args, root, config: dict, shapes: dict, device, dtype, weights: s
         with_ltxcore,
         args.cfg,
         args.cuda_graphs,
+        args.attention,
     )
     cases = []
     for tokens in shapes:
@@ -209,6 +259,7 @@ def one_format(args, root, config: dict, shapes: dict, device, dtype, weights: s
             "step_tflop": flops / 1e12,
             "native_comfyui_in_process_ms": native[tokens]["ms"],
             "native_peak_memory_gib": native[tokens]["peak_memory_gib"],
+            **{f"native_{k}": v for k, v in native[tokens].items() if k.startswith("attention")},
             **one[tokens],
         }
         base = median(native[tokens]["ms"])
@@ -220,6 +271,11 @@ def one_format(args, root, config: dict, shapes: dict, device, dtype, weights: s
                 row["comfy_worker_ms"]
             )
             row["comfy_worker_graphs_over_native"] = median(row["comfy_worker_graphs_ms"]) / base
+        if "comfy_worker_attention_ms" in row:
+            # against the worker with the default attention and the same graphs setting
+            default = row["comfy_worker_graphs_ms" if args.cuda_graphs else "comfy_worker_ms"]
+            row["comfy_worker_attention_speedup"] = median(default) / median(row["comfy_worker_attention_ms"])
+            row["native_attention_speedup"] = base / median(row["native_attention_ms"])
         if with_ltxcore:
             row["comfy_worker_over_ltxcore_worker"] = median(row["comfy_worker_ms"]) / median(
                 row["ltxcore_worker_ms"]
@@ -285,6 +341,12 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument(
         "--cuda-graphs", action="store_true", help="also time (a) with the blocks replayed from CUDA graphs"
     )
+    parser.add_argument(
+        "--attention",
+        default="",
+        help="also time (a) and (c) with this ComfyUI attention function (e.g. comfy_kitchen_int8, as "
+        "ModelAttentionBackend sets it) and measure its error against the default",
+    )
     parser.add_argument("--repeats", type=int, default=3, help="timed steps per path and size")
     parser.add_argument(
         "--cfg",
@@ -328,6 +390,7 @@ def main(argv: list[str] | None = None) -> dict:
     if device.type == "cuda":
         report["gpu"] = torch.cuda.get_device_name(device)
     report["cfg"] = args.cfg
+    report["attention"] = args.attention or "default"
     report["formats"] = [one_format(args, root, config, shapes, device, dtype, w) for w in args.weights]
     return finish(report, args.out, argv)
 

@@ -206,7 +206,11 @@ def foreign_diffusion_wrapper(executor, *args, **kwargs):
     return executor(*args, **kwargs)
 
 
-@pytest.mark.parametrize("kind", ["attn1_patch", "diffusion_model_wrapper"])
+def foreign_attention_function(q, k, v, heads, **kwargs):  # another pack's attention backend
+    raise AssertionError("never called: refused before any model call")
+
+
+@pytest.mark.parametrize("kind", ["attn1_patch", "diffusion_model_wrapper", "attention_function"])
 def test_a_foreign_patch_is_refused_with_its_name(comfy, group_model, kind):  # noqa: F811
     from comfy.patcher_extension import WrappersMP
 
@@ -214,12 +218,58 @@ def test_a_foreign_patch_is_refused_with_its_name(comfy, group_model, kind):  # 
     if kind == "attn1_patch":
         patched.set_model_attn1_patch(foreign_attention_patch)
         name = "foreign_attention_patch"
+    elif kind == "attention_function":  # what a pack's own ModelAttentionBackend-like node does
+        patched.set_model_optimized_attention(foreign_attention_function)
+        name = "foreign_attention_function"
     else:
         patched.add_wrapper_with_key(WrappersMP.DIFFUSION_MODEL, "other_pack", foreign_diffusion_wrapper)
         name = "foreign_diffusion_wrapper"
     with pytest.raises(ValueError, match=rf"test_group_model\.{name}.*cannot run in the worker group"):
         run_graph(comfy, patched, Graph(sampler="euler"))
     # The group stays usable: the same MODEL without the patch samples again.
+    assert len(run_graph(comfy, group_model, Graph(sampler="euler"))) == 2
+
+
+def test_comfyuis_attention_backend_node_runs_its_function_in_the_ranks(comfy, group_model):  # noqa: F811
+    """ModelAttentionBackend on the group MODEL: its function travels by its registered name and every
+    rank runs it (counted in the replies), inside the head exchange under SP; the result is native's
+    with the same node on CheckpointLoaderSimple's MODEL."""
+    from comfy_extras.nodes_model_advanced import ModelAttentionBackend
+
+    graph = Graph(sampler="euler")
+    (native_model,) = ModelAttentionBackend().patch(comfy.model, "pytorch attention")
+    (ours,) = ModelAttentionBackend().patch(group_model, "pytorch attention")
+    call = group_model.model.diffusion_model.call
+
+    def served() -> list[int]:  # attention calls each rank ran through the named function so far
+        return [reply["attention_backend_calls"].get("pytorch", 0) for reply in call.last_replies]
+
+    native = run_graph(comfy, native_model, graph)
+    run_graph(comfy, group_model, graph)
+    before = served()
+    got = run_graph(comfy, ours, graph)
+    assert all(rel <= RELATIVE_TOLERANCE for _, rel in errors(got, native))
+    after = served()
+    assert len(after) == call.recipe.world_size and all(a > b for a, b in zip(after, before)), (before, after)
+    run_graph(comfy, group_model, graph)  # the MODEL without the node: ComfyUI's function, none counted
+    assert served() == after
+
+
+def test_an_attention_backend_the_workers_lack_is_refused_by_name(comfy, group_model):  # noqa: F811
+    """A registered attention function of the ComfyUI process that the workers' ComfyUI does not
+    register (an extra pack's) is refused before the first model call runs, naming it and what the
+    workers have; the group stays usable."""
+    import comfy.ldm.modules.attention as attention
+
+    name = "ltx2_mgpu_test_only_backend"
+    attention.REGISTERED_ATTENTION_FUNCTIONS[name] = foreign_attention_function
+    try:
+        patched = group_model.clone()
+        patched.set_model_optimized_attention(foreign_attention_function)
+        with pytest.raises(ValueError, match=rf"attention backend '{name}'.*available there: .*pytorch"):
+            run_graph(comfy, patched, Graph(sampler="euler"))
+    finally:
+        del attention.REGISTERED_ATTENTION_FUNCTIONS[name]
     assert len(run_graph(comfy, group_model, Graph(sampler="euler"))) == 2
 
 

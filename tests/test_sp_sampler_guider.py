@@ -161,6 +161,28 @@ def test_basic_guider_and_a_lora_node_on_the_model(comfy, loader, tiny, lora_fil
     assert replies[0]["split_forwards"] == 3  # one pass per step
 
 
+@pytest.mark.parametrize("groups", [1, -1], ids=["sp-only", "a-group-per-rank"])
+def test_an_attention_backend_node_on_the_guiders_model(comfy, loader, groups):  # noqa: F811
+    """ModelAttentionBackend on the MODEL the guider is built on: every rank runs the named function
+    (counted in its reply) inside SP and in guidance groups, with native's result."""
+    from comfy_extras.nodes_model_advanced import ModelAttentionBackend
+
+    mgpu, model = loader
+    mgpu = dataclasses.replace(mgpu, guidance_groups=mgpu.world_size if groups < 0 else groups)
+    (native_model,) = ModelAttentionBackend().patch(comfy.model, "pytorch attention")
+    (group_model,) = ModelAttentionBackend().patch(model, "pytorch attention")
+    graph = GRAPHS["t2v-cfg3"]
+    want = run_graph(comfy, native_model, graph)
+    replies: list[dict] = []
+    ours = run_graph(comfy, group_model, graph, sample=sp_sampler(mgpu, replies))
+    found = errors(ours, want)
+    assert all(rel <= RELATIVE_TOLERANCE for _, rel in found), found
+    assert len(replies) == mgpu.world_size
+    served = [reply["attention_backend_calls"].get("pytorch", 0) for reply in replies]
+    # A group per rank: cond and uncond on two of them; with 3 ranks the third group idles.
+    assert sum(n > 0 for n in served) == (2 if groups < 0 else mgpu.world_size), served
+
+
 def test_ic_lora_graph(comfy, loader, lora_files):  # noqa: F811
     """IC-LoRA's shape: a LoRA node on the MODEL and a reference video guided in at frame 0 (cropped
     after), CFGGuider, on the SP Sampler with the guider and on the MODEL under SamplerCustomAdvanced."""

@@ -186,11 +186,40 @@ UI_ONLY_OPTIONS = ("wrappers", "callbacks")
 INNER_WRAPPERS = ("diffusion_model",)
 
 
+# Where ComfyUI keeps a MODEL's attention function (ModelPatcher.set_model_optimized_attention).
+ATTENTION_OVERRIDE = "optimized_attention_override"
+
+
 def carried_options(options: dict) -> dict:
-    """transformer_options as the ranks receive them: everything but UI_ONLY_OPTIONS; a wrapper of the
-    diffusion model itself is refused with its origin (wire.NotCarried), as is any other Python object."""
+    """transformer_options as the ranks receive them: everything but UI_ONLY_OPTIONS, the attention
+    function a node chose by its registered name; a wrapper of the diffusion model itself is refused
+    with its origin (wire.NotCarried), as is any other Python object."""
     for level in INNER_WRAPPERS:
         for key, functions in (options.get("wrappers") or {}).get(level, {}).items():
             for function in functions:
                 raise wire.NotCarried(f"transformer_options['wrappers'][{level!r}][{key!r}]", function)
-    return {k: v for k, v in options.items() if k not in UI_ONLY_OPTIONS}
+    out = {k: v for k, v in options.items() if k not in UI_ONLY_OPTIONS}
+    override = out.pop(ATTENTION_OVERRIDE, None)
+    if override is not None:
+        out[wire.ATTENTION_BACKEND_KEY] = attention_backend_name(override)
+    return out
+
+
+def attention_backend_name(override: Callable) -> str:
+    """The registered name of the attention function behind ComfyUI's own override closure
+    (ModelAttentionBackend -> ModelPatcher.set_model_optimized_attention), which the ranks look up in
+    their ComfyUI (NOTE [attention backend] in workers/engine/comfy/attention_backend.py).
+    wire.NotCarried for any other override: another pack's function cannot run in the workers."""
+    import comfy.ldm.modules.attention as attention
+
+    where = f"transformer_options[{ATTENTION_OVERRIDE!r}]"
+    if getattr(override, "__module__", None) != "comfy.model_patcher":
+        raise wire.NotCarried(where, override)
+    for cell in getattr(override, "__closure__", None) or ():
+        function = cell.cell_contents
+        for name, registered in attention.REGISTERED_ATTENTION_FUNCTIONS.items():
+            if function is registered:
+                return name
+        if callable(function):  # a function no registry names (another pack's): refused by its origin
+            raise wire.NotCarried(where, function)
+    raise wire.NotCarried(where, override)

@@ -154,7 +154,10 @@ def sample_comfy(job, request: Sample) -> dict:
         raise InputRejected(str(exc)) from exc
     agree_batching(job, patcher)
     if request.guider is not None:
-        guider = build_guider(patcher, request.guider, rt.device)
+        try:
+            guider = build_guider(patcher, request.guider, rt.device)
+        except ValueError as exc:  # an attention backend this ComfyUI lacks: alike on every rank
+            raise InputRejected(str(exc)) from exc
     else:
         guider = sampling.make_guider(
             patcher,
@@ -190,6 +193,7 @@ def sample_comfy(job, request: Sample) -> dict:
         "exchange": exchange.name,
         "backend": BACKEND_COMFY,
         "split_forwards": parallel.split_forwards,
+        "attention_backend_calls": parallel.backend_calls,  # NOTE [attention backend]
         "guidance": plan.describe(int(request.video[0, 0].numel())),
         "guidance_groups": plan.groups,
         "parallel_steps": 0 if spread is None else spread.parallel_steps,

@@ -21,6 +21,7 @@ from ..engine.comfy.random_model import comfy_random_model, context_width
 from ..engine.comfy.weights import residency
 from ..wire.checks import DTYPES
 from ..wire.comfyui_root import ComfyUIRoot
+from ..wire.model_call import ATTENTION_BACKEND_KEY
 from ..wire.requests import ComfyBenchStep, ComfyLoadRandomModel
 from ..wire.weight_placement import WEIGHTS_REPLICATED, WEIGHTS_SHARDED
 from .ops import InputRejected, op
@@ -75,6 +76,19 @@ def time_steps(
     with torch.inference_mode():
         sampling.sample(patcher, positive, negative, latent, sigmas, "euler", cfg, 0, callback=callback)
     return [(b - a) * 1e3 for a, b in itertools.pairwise(stamps)]
+
+
+def denoised(patcher: Any, inputs: tuple, cfg: float = 4.0) -> list[torch.Tensor]:
+    """One euler step from sigma 0.9 to 0 without added noise: the guided prediction of the clean
+    latent, per stream (what an attention backend's error is measured on)."""
+    from ..engine.comfy import sampling
+
+    positive, negative, latent = inputs
+    with torch.inference_mode():
+        out = sampling.sample(
+            patcher, positive, negative, latent, torch.tensor([0.9, 0.0]), "euler", cfg, 0, add_noise=False
+        )
+    return [s.float().cpu() for s in sampling.streams(out["samples"])]
 
 
 @op(ComfyLoadRandomModel)
@@ -146,6 +160,7 @@ def cap_gpu_memory(device: torch.device, cap_bytes: int) -> None:
 def comfy_bench_step(job, request: ComfyBenchStep) -> dict:
     """Time `repeats` sampling steps (cond+uncond, audio when audio_frames is given) through ComfyUI's
     sampler on the SP-patched model; the first step is the warm-up and is not counted."""
+    from ..engine.comfy import attention_backend
     from ..engine.comfy.call_graphs import attach_call_graphs
     from ..engine.comfy.sequence_parallel import SequenceParallel
     from .ops_comfy import agree_batching
@@ -156,6 +171,13 @@ def comfy_bench_step(job, request: ComfyBenchStep) -> dict:
         raise InputRejected("no comfy-backend model loaded; run comfy_load_random_model first")
     parallel = SequenceParallel.for_model(model.extras["exchange"], model.diffusion_model)
     patcher = parallel.patch(model.patcher)
+    if request.attention:  # as a ModelAttentionBackend MODEL's calls name it (NOTE [attention backend])
+        options = patcher.model_options["transformer_options"]
+        options[ATTENTION_BACKEND_KEY] = request.attention
+        try:
+            attention_backend.check(options)
+        except ValueError as exc:
+            raise InputRejected(str(exc)) from exc
     graphs = attach_call_graphs(patcher, job.world_size, enabled=request.cuda_graphs)
     agree_batching(job, patcher)
     inputs = random_job_inputs(
@@ -172,6 +194,7 @@ def comfy_bench_step(job, request: ComfyBenchStep) -> dict:
     return {
         "times_ms": times,
         "split_forwards": parallel.split_forwards,
+        "attention_backend_calls": parallel.backend_calls,
         "peak_memory_bytes": int(torch.cuda.max_memory_allocated(rt.device))
         if rt.device.type == "cuda"
         else 0,

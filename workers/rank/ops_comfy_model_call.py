@@ -47,6 +47,7 @@ def live_patcher(job, model, request) -> object:
 
 @op(ComfyModelCall)
 def model_call(job, request: ComfyModelCall) -> dict:
+    from ..engine.comfy import attention_backend
     from ..engine.comfy.model_call import ConditioningCache, ModelCallServer, decode_call
 
     rt = job.runtime
@@ -56,7 +57,8 @@ def model_call(job, request: ComfyModelCall) -> dict:
     cache = caches.for_token(request.token, list(request.drop))
     try:
         call = decode_call(request.call, cache, rt.device)
-    except ValueError as exc:  # alike on every rank: all hold the same cache
+        attention_backend.check(call["options"])
+    except ValueError as exc:  # alike on every rank: all hold the same cache and the same ComfyUI
         raise InputRejected(str(exc)) from exc
     streams = [s.to(rt.device) for s in request.streams]
     groups, share = _guidance_share(job, model, request, call, streams)
@@ -98,6 +100,7 @@ def model_call(job, request: ComfyModelCall) -> dict:
             slot.copy_(value.float())
     return {
         "split_forwards": server.parallel.split_forwards,
+        "attention_backend_calls": server.parallel.backend_calls,  # NOTE [attention backend]
         "forward_ms": forward_ms,
         "guidance_groups": 1 if groups is None else groups.groups,
         # NOTE [call graphs]: this server's CUDA graph replays and captures so far (None: not captured)

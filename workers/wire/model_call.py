@@ -32,6 +32,11 @@ TAG_ADAPTER = "__adapter__"
 # Tensors below this travel inside the pickled message: a shared-memory segment costs an open,
 # ftruncate, mmap and unlink on each side (~50 us), more than copying 64 KiB through the socket.
 INLINE_MAX_BYTES = 64 * 1024
+# The registered name (comfy.ldm.modules.attention.REGISTERED_ATTENTION_FUNCTIONS) of the attention
+# function a MODEL chose (ComfyUI's ModelAttentionBackend): its closure in transformer_options
+# ["optimized_attention_override"] travels as this key (NOTE [attention backend] in
+# workers/engine/comfy/attention_backend.py).
+ATTENTION_BACKEND_KEY = "ltx2_mgpu_attention_backend"
 # A rank refusing a cached id it does not hold (a restarted group) starts its message with this;
 # the UI side then forgets its cache and sends the call again with every tensor stored.
 CACHE_MISS = "model-call cache miss:"

@@ -703,6 +703,7 @@ class ComfyBenchStep(Request):
     repeats: int = 3
     cfg: float = 4.0  # 1: the cond pass alone (ComfyUI skips uncond), one pass per step
     cuda_graphs: bool = False  # the blocks replayed from CUDA graphs where they apply (NOTE [call graphs])
+    attention: str = ""  # a registered ComfyUI attention function (NOTE [attention backend]); "": default
 
     def check(self) -> None:
         if len(self.video_shape) != 5:

@@ -17,6 +17,7 @@ import comfy.patcher_extension
 import comfy.samplers
 import torch
 
+from . import attention_backend
 from .model_call import decode_call
 from .sampling import DualScaleGuider
 
@@ -99,6 +100,7 @@ def build_guider(patcher: Any, spec: Any, device: torch.device) -> comfy.sampler
     # A GuiderSpec stores every tensor (never a cached id): each field decodes with a throwaway cache.
     options = decode_call(spec.options or {}, {}, device)
     transformer_options = options.pop("transformer_options", None)
+    attention_backend.check(transformer_options)  # ValueError: a backend this ComfyUI lacks
     if transformer_options:
         patcher.model_options["transformer_options"] = comfy.patcher_extension.merge_nested_dicts(
             patcher.model_options.setdefault("transformer_options", {}), transformer_options

@@ -29,6 +29,8 @@ from comfy.ldm.lightricks.model import GuideAttentionMask
 
 from ....kernels import HeadExchange, even_split, offsets
 from ...strategies.sp_attention import SequenceSplit, SplitAttention, SplitState
+from ...wire.model_call import ATTENTION_BACKEND_KEY
+from . import attention_backend
 
 # Keys of transformer_options this module owns.
 SP_KEY = "ltx2_mgpu_sp"  # the SequenceParallel serving this call
@@ -113,6 +115,7 @@ class SequenceParallel:
         self._local: dict[int, Any] = {}  # id(full arg) -> its local share, for the running forward
         self.guide_mask: GuideAttentionMask | None = None  # the running forward's (LTXVAddGuide strength < 1)
         self.split_forwards = 0  # forwards served split (reported to the client; tests check it)
+        self.backend_calls: dict[str, int] = {}  # attention calls served by a named backend, by name
 
     @staticmethod
     def for_model(exchange: HeadExchange, model: torch.nn.Module) -> SequenceParallel:
@@ -125,9 +128,11 @@ class SequenceParallel:
 
     def patch(self, patcher: Any) -> Any:
         """A clone of `patcher` (comfy ModelPatcher) whose forwards run sequence-parallel (on one rank:
-        a plain clone, ComfyUI's forward as it is)."""
+        ComfyUI's forward as it is, with the attention function the call names, NOTE [attention backend])."""
         clone = patcher.clone()
         if self.exchange.world_size == 1:
+            options = clone.model_options.setdefault("transformer_options", {})
+            options["optimized_attention_override"] = self.attention  # never split: the backend only
             return clone
         model = patcher.model.diffusion_model
         install_attention_tags(model)
@@ -178,7 +183,13 @@ class SequenceParallel:
 
     def attention(self, func: Callable[..., torch.Tensor], q, k, v, heads, *args, **kwargs) -> torch.Tensor:
         """ComfyUI's optimized_attention_override: the exchange around `func` where a call is tagged."""
-        role = (kwargs.get("transformer_options") or {}).get(ROLE_KEY)
+        options = kwargs.get("transformer_options") or {}
+        backend = attention_backend.chosen(options)  # NOTE [attention backend]
+        if backend is not None:
+            func = backend
+            name = options[ATTENTION_BACKEND_KEY]
+            self.backend_calls[name] = self.backend_calls.get(name, 0) + 1
+        role = options.get(ROLE_KEY)
         if role is None or self.state.split is None:
             return func(q, k, v, heads, *args, **kwargs)
         if args or kwargs.get("skip_reshape") or kwargs.get("skip_output_reshape"):
