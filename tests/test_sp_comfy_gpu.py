@@ -1,11 +1,13 @@
-"""The SP Sampler's loop on the comfy backend on a GPU: two ranks sharing one GPU, the head exchange on
-the IPC kernel (LTX2_MGPU_ALL2ALL=kernel: a fallback is an error), against one rank on the same GPU
-(float32, CFG 3 / 7, euler, 3 steps). GPU only, COMFYUI_PATH."""
+"""The comfy backend on a GPU, two ranks sharing one GPU against one rank: the SP Sampler's loop with the
+head exchange on the IPC kernel (LTX2_MGPU_ALL2ALL=kernel: a fallback is an error; float32, CFG 3 / 7,
+euler, 3 steps), and ComfyUI's int8 attention chosen by ModelAttentionBackend on the MGPU MODEL.
+GPU only, COMFYUI_PATH."""
 
 from __future__ import annotations
 
 import pytest
 from comfyui_harness import comfyui_root
+from test_comfyui_native_parity import comfy  # noqa: F401
 from test_guidance_gpu import sample
 
 from conftest import assert_no_leaks
@@ -37,3 +39,39 @@ def test_two_ranks_through_the_kernel_equal_one_rank(tiny, monkeypatch):
         rel = float((a - b).abs().max() / b.abs().max())
         print(f"\n[SP comfy, 2 ranks on one GPU vs 1 rank] {name} rel {rel:.2e}")
         assert rel <= 1e-4, (name, rel)
+
+
+def test_comfy_kitchen_int8_attention_on_the_group_model(comfy, tiny):  # noqa: F811
+    """ComfyUI's ModelAttentionBackend("comfy kitchen attention") on the MGPU Loader's MODEL (bf16, one
+    GPU): every rank runs ComfyUI's int8 attention (counted in its reply), 2 ranks through the head
+    exchange give 1 rank's result within bf16 SP parity, and the int8 result's distance from the
+    default attention's is printed (the opt-in's measured error)."""
+    import comfy.ldm.modules.attention as attention
+    from comfy_extras.nodes_model_advanced import ModelAttentionBackend
+    from test_group_model import Graph, errors, run_graph
+
+    from ltx2_mgpu.nodes.loader import LTX2MGPULoader
+
+    if "comfy_kitchen_int8" not in attention.REGISTERED_ATTENTION_FUNCTIONS:
+        pytest.skip("this ComfyUI has no comfy_kitchen int8 attention (comfy_kitchen with its CUDA kernels)")
+    results, served = {}, {}
+    try:
+        for devices in ("cuda:0", "cuda:0,cuda:0"):
+            _mgpu, model, _info = LTX2MGPULoader().load(tiny.checkpoint.name, devices, "bfloat16")
+            call = model.model.diffusion_model.call
+            for backend in ("pytorch attention", "comfy kitchen attention"):
+                (patched,) = ModelAttentionBackend().patch(model, backend)
+                results[devices, backend] = run_graph(comfy, patched, Graph(sampler="euler"))
+                served[devices, backend] = [r["attention_backend_calls"] for r in call.last_replies]
+            get_manager().unload()
+    finally:
+        get_manager().unload()
+    assert_no_leaks()
+    int8 = "comfy kitchen attention"
+    for devices in ("cuda:0", "cuda:0,cuda:0"):
+        assert all(calls.get("comfy_kitchen_int8", 0) > 0 for calls in served[devices, int8]), served
+    split = errors(results["cuda:0,cuda:0", int8], results["cuda:0", int8])
+    error = errors(results["cuda:0", int8], results["cuda:0", "pytorch attention"])
+    print(f"\n[int8 attention] 2 ranks vs 1: {split}; int8 vs pytorch attention (1 rank): {error}")
+    assert all(rel <= 2e-2 for _, rel in split), split
+    assert all(0 < rel <= 0.1 for _, rel in error), error
