@@ -25,6 +25,24 @@ BOOTSTRAP = (
 
 PACK_ROOT = Path(__file__).resolve().parents[2]
 CPU_WORKERS_ENV = "LTX2_MGPU_CPU_WORKERS"
+# The attention function ComfyUI was started with (--use-sage-attention, --use-flash-attention,
+# --use-ck-attention...), by its registered name: the workers use it too (NOTE [attention backend]).
+ATTENTION_ENV = "LTX2_MGPU_ATTENTION"
+# What ComfyUI picks by itself (PyTorch's attention on GPUs, sub-quadratic on CPUs): the workers keep
+# their own default (PyTorch's, cuDNN first), as a flag-less ComfyUI on a GPU runs.
+_DEFAULT_ATTENTION = ("pytorch", "sub_quad")
+
+
+def comfyui_attention_env() -> dict[str, str]:
+    """{ATTENTION_ENV: name} when this process runs ComfyUI with an attention function chosen on its
+    command line, else {}. Reads the module only if ComfyUI imported it (never imports ComfyUI)."""
+    attention = sys.modules.get("comfy.ldm.modules.attention")
+    chosen = getattr(attention, "optimized_attention", None)
+    for name, function in getattr(attention, "REGISTERED_ATTENTION_FUNCTIONS", {}).items():
+        if function is chosen and name not in _DEFAULT_ATTENTION:
+            return {ATTENTION_ENV: name}
+    return {}
+
 
 # Allocator settings a host application may carry (ComfyUI can select cudaMallocAsync): memory
 # from the async allocator cannot be shared over CUDA IPC and has broken NCCL in other packs.

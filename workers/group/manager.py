@@ -24,7 +24,7 @@ from ..wire.model_family import LTXCORE_FAMILIES
 from ..wire.model_files import describe_checkpoint
 from ..wire.requests import LoadModel, Request, SetLoras, uses_loras
 from ..wire.weight_placement import AUTO_RESIDENT, WEIGHTS_REPLICATED, check_sharded_devices
-from . import client, console
+from . import client, console, launcher
 from .launcher import Placement, parse_devices
 
 
@@ -133,13 +133,14 @@ class GroupManager:
                 self.unload(f"the model asks for other devices: {', '.join(model.placement.devices)}")
                 group = None
             if group is None:
-                group = client.WorkerGroup(model.placement, env=self.env).start()
+                env = {**launcher.comfyui_attention_env(), **self.env}  # the tests' env wins
+                group = client.WorkerGroup(model.placement, env=env).start()
                 self._group, self._loaded = group, None
             if self._loaded != base:
                 self._loaded = None
                 t_load = time.monotonic()
                 try:
-                    group.run(
+                    replies = group.run(
                         LoadModel.OP,
                         load_request(model).to_wire(),
                         on_progress=on_progress,
@@ -152,9 +153,11 @@ class GroupManager:
                     raise
                 # A reused worker model may still hold LoRAs from before: the first sync finds out.
                 self._loaded, self._loras = base, None
+                attention = replies[0].get("attention") if replies else None
                 console.info(
                     f"loaded {_describe(base)} into {group.world_size} workers "
                     f"in {console.seconds(time.monotonic() - t_load)}"
+                    + (f", attention {attention} as ComfyUI's" if attention not in (None, "pytorch") else "")
                 )
             elif not quiet:
                 console.info(

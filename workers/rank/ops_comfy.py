@@ -24,7 +24,7 @@ from .preview import step_callbacks
 def load_comfy(job, request: LoadModel, exchange) -> dict:
     """Bootstrap ComfyUI's model side in this rank and load the request's checkpoint through its
     loader (the request refused compile and fp8_matmul on this backend)."""
-    from ..engine.comfy.bootstrap import import_comfyui
+    from ..engine.comfy.bootstrap import attention_name, import_comfyui
 
     rt = job.runtime
     path = Path(request.checkpoint)
@@ -79,6 +79,7 @@ def load_comfy(job, request: LoadModel, exchange) -> dict:
         "reused": False,
         "backend": BACKEND_COMFY,
         "num_layers": len(model.diffusion_model.transformer_blocks),
+        "attention": attention_name(),  # the rank's default (ComfyUI's own flag, launcher.ATTENTION_ENV)
         **residency(model.patcher).to_reply(),
     }
 

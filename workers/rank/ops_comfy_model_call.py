@@ -48,6 +48,7 @@ def live_patcher(job, model, request) -> object:
 @op(ComfyModelCall)
 def model_call(job, request: ComfyModelCall) -> dict:
     from ..engine.comfy import attention_backend
+    from ..engine.comfy.bootstrap import attention_name
     from ..engine.comfy.model_call import ConditioningCache, ModelCallServer, decode_call
 
     rt = job.runtime
@@ -101,6 +102,7 @@ def model_call(job, request: ComfyModelCall) -> dict:
     return {
         "split_forwards": server.parallel.split_forwards,
         "attention_backend_calls": server.parallel.backend_calls,  # NOTE [attention backend]
+        "attention": attention_name(),  # the rank's default, the one no node named
         "forward_ms": forward_ms,
         "guidance_groups": 1 if groups is None else groups.groups,
         # NOTE [call graphs]: this server's CUDA graph replays and captures so far (None: not captured)

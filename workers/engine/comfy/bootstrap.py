@@ -58,8 +58,43 @@ def import_comfyui(root: ComfyUIRoot, device: torch.device) -> ModuleType:
             f"{type(exc).__name__}: {exc}. Check that ComfyUI starts on its own and that its "
             "requirements.txt is installed in this Python"
         ) from exc
+    use_comfyuis_attention()
     _imported = root
     return model_management
+
+
+def use_comfyuis_attention() -> str | None:
+    """The attention function the ComfyUI process was started with (launcher.ATTENTION_ENV, e.g. sage
+    from --use-sage-attention) made this rank's default, as ComfyUI's flag makes it its own; None when
+    it runs with its default. ComfyUIUnusable when this rank's ComfyUI does not provide it."""
+    import os
+
+    import comfy.ldm.modules.attention as attention
+
+    from ...group.launcher import ATTENTION_ENV
+
+    name = os.environ.get(ATTENTION_ENV, "")
+    if not name:
+        return None
+    function = attention.get_attention_function(name, None)
+    if function is None:
+        raise ComfyUIUnusable(
+            f"ComfyUI runs with the attention function {name!r} (its command line), which the worker "
+            f"processes cannot use on their devices (they have: {', '.join(sorted(attention.REGISTERED_ATTENTION_FUNCTIONS))}). "
+            "Start ComfyUI without that attention flag, or install what it needs for every GPU the MGPU Loader uses"
+        )
+    attention.optimized_attention = attention.optimized_attention_masked = function
+    return name
+
+
+def attention_name() -> str:
+    """The registered name of this process's default attention function (what LTX's blocks call)."""
+    import comfy.ldm.modules.attention as attention
+
+    for name, function in attention.REGISTERED_ATTENTION_FUNCTIONS.items():
+        if function is attention.optimized_attention:
+            return name
+    return getattr(attention.optimized_attention, "__name__", "unknown")
 
 
 def prefer_cudnn_attention() -> None:
