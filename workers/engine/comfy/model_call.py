@@ -81,6 +81,15 @@ class ModelCallServer:
         options = comfy.patcher_extension.merge_nested_dicts(
             call["options"], self.patcher.model_options.get("transformer_options", {}), copy_dict1=False
         )
+        # In the rank model's own dtype, as model_base's _apply_model casts (the UI process may have
+        # cast to another: ComfyUI on a CPU or a GPU without bf16 takes float32 for a bf16 model).
+        dtype = self.patcher.model.get_dtype_inference()
+        streams = [s.to(dtype) if s.is_floating_point() else s for s in streams]
+        call = {
+            **call,
+            "context": _as_dtype(call["context"], dtype),
+            "kwargs": _as_dtype(call["kwargs"], dtype),
+        }
         x = streams if len(streams) > 1 else streams[0]
         with torch.inference_mode():
             out = self.patcher.model.diffusion_model(
@@ -88,6 +97,18 @@ class ModelCallServer:
                 **call["kwargs"],
             )  # fmt: skip
         return [out] if torch.is_tensor(out) else list(out)
+
+
+def _as_dtype(value: Any, dtype: torch.dtype) -> Any:
+    """Floating tensors of `value` (a tensor, or dicts / lists of them) in `dtype`, as _apply_model
+    casts the context and the extra conditioning (integer tensors stay as they are)."""
+    if torch.is_tensor(value):
+        return value.to(dtype) if value.is_floating_point() and value.dtype != dtype else value
+    if isinstance(value, dict):
+        return {key: _as_dtype(item, dtype) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(_as_dtype(item, dtype) for item in value)
+    return value
 
 
 def text_embeds(patcher: Any, context: torch.Tensor, unprocessed: bool, device: torch.device) -> torch.Tensor:

@@ -105,9 +105,12 @@ def install_budget_hook() -> None:
             # > 0: ComfyUI reads 0 as "no budget"; a tiny one streams every layer.
             lowvram_model_memory = max(min(asked, budget), 0.1)
             full_load = False
-        if getattr(self.model, SHARDED_ATTR, 0):
-            # ComfyUI sizes layers by state_dict(), which detaches FSDP2's DTensor parameters: not
-            # allowed inside the sampler's inference_mode for tensors made outside it.
+        if getattr(self.model, SHARDED_ATTR, 0) or budget is not None:
+            # Sharded: ComfyUI sizes layers by state_dict(), which detaches FSDP2's DTensor parameters:
+            # not allowed inside the sampler's inference_mode for tensors made outside it. Offloaded:
+            # ComfyUI's quantized layers (fp8, int8) re-wrap each weight they move as a Parameter, which
+            # fails on a GPU for the inference tensor a move inside inference_mode makes ("Cannot set
+            # version_counter for inference tensor", H200, 22B fp8 under a 16 GiB cap).
             with torch.inference_mode(False):
                 return original(self, device_to, lowvram_model_memory, force_patch_weights, full_load)
         return original(self, device_to, lowvram_model_memory, force_patch_weights, full_load)
