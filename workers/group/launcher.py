@@ -10,6 +10,8 @@ from pathlib import Path
 
 import torch
 
+from ..wire.model_call import ATTENTION_ENV
+
 # The worker's first lines: import the pack under the name "ltx2_mgpu" from its folder (ComfyUI
 # imports it under a path-derived name), then run the rank's entry (workers/rank/entry.py).
 BOOTSTRAP = (
@@ -25,9 +27,6 @@ BOOTSTRAP = (
 
 PACK_ROOT = Path(__file__).resolve().parents[2]
 CPU_WORKERS_ENV = "LTX2_MGPU_CPU_WORKERS"
-# The attention function ComfyUI was started with (--use-sage-attention, --use-flash-attention,
-# --use-ck-attention...), by its registered name: the workers use it too (NOTE [attention backend]).
-ATTENTION_ENV = "LTX2_MGPU_ATTENTION"
 # What ComfyUI picks by itself (PyTorch's attention on GPUs, sub-quadratic on CPUs): the workers keep
 # their own default (PyTorch's, cuDNN first), as a flag-less ComfyUI on a GPU runs.
 _DEFAULT_ATTENTION = ("pytorch", "sub_quad")

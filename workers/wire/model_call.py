@@ -37,6 +37,9 @@ INLINE_MAX_BYTES = 64 * 1024
 # ["optimized_attention_override"] travels as this key (NOTE [attention backend] in
 # workers/engine/comfy/attention_backend.py).
 ATTENTION_BACKEND_KEY = "ltx2_mgpu_attention_backend"
+# The worker environment variable naming the attention function ComfyUI was started with
+# (--use-sage-attention, --use-flash-attention, --use-ck-attention...): the workers' default too.
+ATTENTION_ENV = "LTX2_MGPU_ATTENTION"
 # A rank refusing a cached id it does not hold (a restarted group) starts its message with this;
 # the UI side then forgets its cache and sends the call again with every tensor stored.
 CACHE_MISS = "model-call cache miss:"

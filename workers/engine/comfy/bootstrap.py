@@ -71,7 +71,7 @@ def use_comfyuis_attention() -> str | None:
 
     import comfy.ldm.modules.attention as attention
 
-    from ...group.launcher import ATTENTION_ENV
+    from ...wire.model_call import ATTENTION_ENV
 
     name = os.environ.get(ATTENTION_ENV, "")
     if not name:
