@@ -217,9 +217,9 @@ def attention_backend_name(override: Callable) -> str:
         raise wire.NotCarried(where, override)
     for cell in getattr(override, "__closure__", None) or ():
         function = cell.cell_contents
-        for name, registered in attention.REGISTERED_ATTENTION_FUNCTIONS.items():
-            if function is registered:
-                return name
+        name = wire.registered_name(attention.REGISTERED_ATTENTION_FUNCTIONS, function)
+        if name is not None:
+            return name
         if callable(function):  # a function no registry names (another pack's): refused by its origin
             raise wire.NotCarried(where, function)
     raise wire.NotCarried(where, override)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import torch
 
-from ..wire.model_call import ATTENTION_ENV
+from ..wire.model_call import ATTENTION_ENV, registered_name
 
 # The worker's first lines: import the pack under the name "ltx2_mgpu" from its folder (ComfyUI
 # imports it under a path-derived name), then run the rank's entry (workers/rank/entry.py).
@@ -36,11 +36,9 @@ def comfyui_attention_env() -> dict[str, str]:
     """{ATTENTION_ENV: name} when this process runs ComfyUI with an attention function chosen on its
     command line, else {}. Reads the module only if ComfyUI imported it (never imports ComfyUI)."""
     attention = sys.modules.get("comfy.ldm.modules.attention")
-    chosen = getattr(attention, "optimized_attention", None)
-    for name, function in getattr(attention, "REGISTERED_ATTENTION_FUNCTIONS", {}).items():
-        if function is chosen and name not in _DEFAULT_ATTENTION:
-            return {ATTENTION_ENV: name}
-    return {}
+    registry = getattr(attention, "REGISTERED_ATTENTION_FUNCTIONS", {})
+    name = registered_name(registry, getattr(attention, "optimized_attention", None))
+    return {ATTENTION_ENV: name} if name is not None and name not in _DEFAULT_ATTENTION else {}
 
 
 # Allocator settings a host application may carry (ComfyUI can select cudaMallocAsync): memory

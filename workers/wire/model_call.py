@@ -40,6 +40,13 @@ ATTENTION_BACKEND_KEY = "ltx2_mgpu_attention_backend"
 # The worker environment variable naming the attention function ComfyUI was started with
 # (--use-sage-attention, --use-flash-attention, --use-ck-attention...): the workers' default too.
 ATTENTION_ENV = "LTX2_MGPU_ATTENTION"
+
+
+def registered_name(registry: dict[str, Any], function: Any) -> str | None:
+    """The name under which `registry` (ComfyUI's REGISTERED_ATTENTION_FUNCTIONS) holds `function`."""
+    return next((name for name, known in registry.items() if known is function), None)
+
+
 # A rank refusing a cached id it does not hold (a restarted group) starts its message with this;
 # the UI side then forgets its cache and sends the call again with every tensor stored.
 CACHE_MISS = "model-call cache miss:"

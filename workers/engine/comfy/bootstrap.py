@@ -91,10 +91,10 @@ def attention_name() -> str:
     """The registered name of this process's default attention function (what LTX's blocks call)."""
     import comfy.ldm.modules.attention as attention
 
-    for name, function in attention.REGISTERED_ATTENTION_FUNCTIONS.items():
-        if function is attention.optimized_attention:
-            return name
-    return getattr(attention.optimized_attention, "__name__", "unknown")
+    from ...wire.model_call import registered_name
+
+    name = registered_name(attention.REGISTERED_ATTENTION_FUNCTIONS, attention.optimized_attention)
+    return name or getattr(attention.optimized_attention, "__name__", "unknown")
 
 
 def prefer_cudnn_attention() -> None:
