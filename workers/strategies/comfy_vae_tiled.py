@@ -7,6 +7,8 @@ feathering weights of all tiles still add up on every rank, so after its divisio
 own tiles' share of the final frames, and a sum over the ranks (all_reduce) is VAEDecodeTiled's
 output up to float rounding of that sum. Memory per rank: one tile's decode plus the whole output
 and its weight sum (float32, on `output_device`), as VAEDecodeTiled itself holds.
+LTX-2.5's diffusion VAE draws noise in every decode call from a generator seeded 0 on its device, so
+a tile decoded on rank i gets the noise VAEDecodeTiled gives it: tiles stay independent.
 """
 
 from __future__ import annotations
@@ -58,10 +60,26 @@ def check_tiled(vae) -> str | None:
     """Why this VAE's VAEDecodeTiled is not the path reproduced here, or None."""
     if vae.handles_tiling or vae.latent_dim != 3:
         return "its VAE tiles itself (VAE.handles_tiling) or is not a video VAE"
-    if not hasattr(vae.first_stage_model, "decode_output_shape"):
-        # LTX-2.5's diffusion VAE: its tiles are decoded on their own, each with its own noise.
-        return f"its {type(vae.first_stage_model).__name__} has no decode_output_shape to size tiles by"
+    if not hasattr(vae.first_stage_model, "decode_output_shape") and not _scales_by_ratio(vae):
+        return f"its {type(vae.first_stage_model).__name__} gives no way to size a tile's output"
     return None
+
+
+def _scales_by_ratio(vae) -> bool:
+    ratio = vae.upscale_ratio
+    return isinstance(ratio, (tuple, list)) and len(ratio) == 3
+
+
+def tile_output_shape(vae, tile_shape: tuple[int, ...]) -> tuple[int, ...]:
+    """The shape VAE.first_stage_model.decode gives a latent tile [B, C, t, h, w], without decoding it.
+    LTX-2's conv decoders say it (decode_output_shape); LTX-2.5's diffusion VAE decodes every tile as a
+    clip of its own, so its output is what VAE.upscale_ratio gives, the rule tiled_scale_multidim sizes
+    the whole output by (checked against every tile a rank decodes)."""
+    model = vae.first_stage_model
+    if hasattr(model, "decode_output_shape"):
+        return tuple(model.decode_output_shape(tile_shape))
+    scaled = [round(up(n)) if callable(up) else up * n for up, n in zip(vae.upscale_ratio, tile_shape[2:])]
+    return (tile_shape[0], vae.output_channels, *scaled)
 
 
 def decode_share(
@@ -77,10 +95,15 @@ def decode_share(
     def decode(tile: torch.Tensor) -> torch.Tensor:
         nonlocal calls, decoded
         index, calls = calls, calls + 1
+        shape = tile_output_shape(vae, tuple(tile.shape))
         if index % world_size != rank:
-            return torch.zeros(model.decode_output_shape(tile.shape), dtype=out_dtype, device=output_device)
+            return torch.zeros(shape, dtype=out_dtype, device=output_device)
         decoded += 1
-        return model.decode(tile.to(vae.vae_dtype).to(vae.device)).to(dtype=out_dtype)
+        pixels = model.decode(tile.to(vae.vae_dtype).to(vae.device)).to(dtype=out_dtype)
+        if tuple(pixels.shape) != shape:
+            # The other ranks weighed this tile by `shape`: a mismatch would blend the frames wrongly.
+            raise RuntimeError(f"a tile of {tuple(tile.shape)} decoded to {tuple(pixels.shape)}, not {shape}")
+        return pixels
 
     share = comfy_utils.tiled_scale_multidim(
         latent,
