@@ -56,12 +56,7 @@ def jobs() -> dict[str, Job]:
             "video_ltx2_5_t2v",
             {"prompt_enhance": False},
             FACE_25,
-            distributed_vae_decode=False,
-            notes=[
-                "template defaults: ResolutionSelector 16:9 0.9 MP, 5 s at 24 fps; prompt enhancer off",
-                "decode: the template's VAEDecodeTiled on both sides (Distributed VAE Decode's tiled mode "
-                "cannot size tiles for 2.5's CausalDiffusionVAE yet)",
-            ],
+            notes=["template defaults: ResolutionSelector 16:9 0.9 MP, 5 s at 24 fps; prompt enhancer off"],
         ),
         "ltx23_sglang_768x512x121": Job(
             "video_ltx2_3_t2v",

@@ -3,9 +3,9 @@
 Each is the official template's graph (comfyui-workflow-templates-json 0.1.123, its subgraph flattened;
 the same nodes, values, seeds, schedules and guiders) with the heavy nodes ours: the MGPU Loader (the
 transformer and the two VAE files) with its MODEL into the template's own guiders and samplers, MGPU
-Text Encode (Gemma 4 with its projection) for CLIPTextEncode, Distributed VAE Decode for VAEDecodeTiled:
-LTX-2.5's video VAE is a diffusion decoder, which it serves in exact mode (VAEDecode's frames; the
-template's tile settings stay on the node). The template's own loaders stay where other nodes need them
+Text Encode (Gemma 4 with its projection) for CLIPTextEncode, Distributed VAE Decode (tiled, the
+template's tile settings: VAEDecodeTiled's frames, the tiles dealt over the GPUs) for VAEDecodeTiled.
+The template's own loaders stay where other nodes need them
 (its video VAE for the image guides and the latent upscaler, the prompt enhancer's Gemma).
 tests/test_official_templates.py checks each twin node for node against the downloaded template and runs
 it on the tiny files.
@@ -259,7 +259,7 @@ def template_25_t2v() -> Graph:
             "overlap": 64,
             "temporal_size": 64,
             "temporal_overlap": 16,
-            "mode": "exact",
+            "mode": "tiled",
             "attention_chunk_mb": 0,
         },
         (4750, 6050),
@@ -547,7 +547,7 @@ def template_25_i2v() -> Graph:
             "overlap": 64,
             "temporal_size": 64,
             "temporal_overlap": 16,
-            "mode": "exact",
+            "mode": "tiled",
             "attention_chunk_mb": 0,
         },
         (4760, 6360),
@@ -824,7 +824,7 @@ def template_25_flf2v() -> Graph:
             "overlap": 64,
             "temporal_size": 64,
             "temporal_overlap": 16,
-            "mode": "exact",
+            "mode": "tiled",
             "attention_chunk_mb": 0,
         },
         (2740, 2150),

@@ -4,9 +4,9 @@
 the twins in example_workflows/ use: the MGPU Loader's MODEL wherever the template's loader MODEL went,
 with the LoRA that the template puts on that MODEL in the loader (as tests/test_official_templates.py
 swap_loader does), MGPU Text Encode for each CLIPTextEncode, Distributed VAE Decode for VAEDecodeTiled
-(tiled, with the template's tile settings; exact for LTX-2.5's diffusion VAE decoder); nodes that then
-feed no output are dropped. Every other node, value and link stays the template's. `same_graph` checks
-a committed twin against that, node for node (matched in topological order).
+(tiled, with the template's tile settings); nodes that then feed no output are dropped. Every other
+node, value and link stays the template's. `same_graph` checks a committed twin against that, node for
+node (matched in topological order).
 """
 
 from __future__ import annotations
@@ -78,10 +78,6 @@ def _swap_text_and_decode(graph: dict) -> dict:
             "inputs": {"mgpu_model": [LOADER_ID, 0], "text_encoder": text_encoder, "text": inputs["text"],
                        "placement": "auto", "lora_name": "None", "lora_strength": 1.0},
         }  # fmt: skip
-    (loader,) = nodes_of(graph, "LTX2MGPULoader")
-    # LTX-2.5's separate video VAE is a diffusion decoder, which Distributed VAE Decode serves in exact
-    # mode only (VAEDecode's frames); the template's tile settings stay for reference.
-    mode = "exact" if graph[loader]["inputs"]["video_vae_name"] != FROM_CHECKPOINT else "tiled"
     for node_id in nodes_of(graph, "VAEDecodeTiled"):
         tiled = graph[node_id]["inputs"]
         graph[node_id] = {
@@ -89,7 +85,7 @@ def _swap_text_and_decode(graph: dict) -> dict:
             "inputs": {
                 "mgpu_model": [LOADER_ID, 0], "latent": tiled["samples"],
                 **{k: tiled[k] for k in ("tile_size", "overlap", "temporal_size", "temporal_overlap")},
-                "mode": mode, "attention_chunk_mb": 0,
+                "mode": "tiled", "attention_chunk_mb": 0,
             },
         }  # fmt: skip
     return graph
