@@ -184,6 +184,41 @@ def test_a_quantized_transformer_as_comfyui_reads_it(native25, tiny25, tmp_path,
     assert max(relative(a, b) for a, b in zip(bf16, native_out)) > 1e-4
 
 
+@pytest.mark.gpu
+def test_int8_convrot_model_calls_with_and_without_cuda_graphs(native25, tiny25):  # noqa: F811
+    """The released int8 convrot layout on one GPU worker through the loader's MODEL, CUDA graphs on
+    and off (NOTE [call graphs]). comfy_kitchen's int8 matmul falls back to a cuBLAS call that a graph
+    cannot capture for some shapes (the 22B's on an H200): such a forward must run again eagerly, its
+    key then stays eager. Either way every call returns, and graphs on equals graphs off bit for bit."""
+    from ltx2_mgpu.nodes.loader import LTX2MGPULoader
+
+    manager = get_manager()
+    outputs, counts = {}, {}
+    try:
+        for graphs in ("1", "0"):
+            manager.env["LTX2_MGPU_CUDA_GRAPHS"] = graphs
+            _mgpu, model, _info = LTX2MGPULoader().load(
+                tiny25.transformer_int8.name, "cuda:0", "bfloat16",
+                video_vae_name=tiny25.video_vae.name, audio_vae_name=tiny25.audio_vae.name,
+            )  # fmt: skip
+            call = model.model.diffusion_model.call
+            replies, run_job = [], call._run_job
+            call._run_job = lambda request, run=run_job, kept=replies: kept.append(run(request)) or kept[-1]
+            outputs[graphs] = sample(native25, model, "dual")
+            counts[graphs] = [r[0]["cuda_graphs"] for r in replies if "forward_ms" in r[0]]
+            manager.unload()
+    finally:
+        manager.env.pop("LTX2_MGPU_CUDA_GRAPHS", None)
+        manager.unload()
+    assert_no_leaks()
+    print(f"\n[call graphs] LTX-2.5 int8 convrot: [replays, captures, eager keys] per call {counts['1']}")
+    assert set(map(str, counts["0"])) == {"None"}
+    _replays, captures, eager_keys = counts["1"][-1]
+    assert captures + eager_keys >= 1, counts["1"]  # the second call with a key captured or fell back
+    for a, b in zip(outputs["1"], outputs["0"]):
+        assert torch.equal(a, b), float((a - b).abs().max())
+
+
 @pytest.fixture(scope="module", autouse=True)
 def _stop_group() -> Iterator[None]:
     yield

@@ -199,5 +199,5 @@ def comfy_bench_step(job, request: ComfyBenchStep) -> dict:
         if rt.device.type == "cuda"
         else 0,
         "tokens": int(shape[2] * shape[3] * shape[4]),
-        "cuda_graphs": None if graphs is None else [graphs.replays, graphs.captures],
+        "cuda_graphs": None if graphs is None else graphs.counts(),
     }

@@ -106,7 +106,7 @@ def model_call(job, request: ComfyModelCall) -> dict:
         "forward_ms": forward_ms,
         "guidance_groups": 1 if groups is None else groups.groups,
         # NOTE [call graphs]: this server's CUDA graph replays and captures so far (None: not captured)
-        "cuda_graphs": None if server.graphs is None else [server.graphs.replays, server.graphs.captures],
+        "cuda_graphs": None if server.graphs is None else server.graphs.counts(),
     }
 
 

@@ -127,6 +127,10 @@ class BlockGraphs:
         self.captures = 0
         self._now: _Forward | None = None
 
+    def counts(self) -> list[int]:
+        """[replays, captures, keys that could not be captured and run eagerly] (for the replies)."""
+        return [self.replays, self.captures, len(self.failed)]
+
     def block_patch(self, index: int) -> Callable[[dict, dict], dict]:
         def run(args: dict, extra: dict) -> dict:
             return self._block(index, args, extra["original_block"])

@@ -91,11 +91,17 @@ class ModelCallServer:
             "kwargs": _as_dtype(call["kwargs"], dtype),
         }
         x = streams if len(streams) > 1 else streams[0]
-        with torch.inference_mode():
-            out = self.patcher.model.diffusion_model(
+
+        def run() -> Any:
+            return self.patcher.model.diffusion_model(
                 x, call["timestep"], context=call["context"], control=None, transformer_options=options,
                 **call["kwargs"],
             )  # fmt: skip
+
+        with torch.inference_mode():
+            # Through the graphs' wrapper: the call's options do not carry the patcher's wrappers, and a
+            # forward whose capture fails (a kernel that cannot be captured) must run again, eagerly.
+            out = run() if self.graphs is None else self.graphs.wrapper(run)
         return [out] if torch.is_tensor(out) else list(out)
 
 
