@@ -201,7 +201,7 @@ def sample_comfy(job, request: Sample) -> dict:
         "group_exchange": exchange.name if spread is None else spread.groups.exchange.name,
         # Forwards this rank ran as weight gathers only, to keep step with a group that ran more (sharded).
         "padding_forwards": 0 if lockstep is None else lockstep.padded - padded_before,
-        # NOTE [call graphs]: model calls replayed from CUDA graphs and graphs captured (None: none taken)
+        # NOTE [call graphs]: [replays, captures, keys left eager after a failed capture] (None: no graphs)
         "cuda_graphs": None if graphs is None else graphs.counts(),
         # Where the weights were at the end of the run: streamed_modules are the layers cast in per call
         # (offloaded, sharded; 0 replicated), block_bytes the blocks' share this rank holds.

@@ -105,7 +105,7 @@ def model_call(job, request: ComfyModelCall) -> dict:
         "attention": attention_name(),  # the rank's default, the one no node named
         "forward_ms": forward_ms,
         "guidance_groups": 1 if groups is None else groups.groups,
-        # NOTE [call graphs]: this server's CUDA graph replays and captures so far (None: not captured)
+        # NOTE [call graphs]: this server's [replays, captures, keys left eager] so far (None: no graphs)
         "cuda_graphs": None if server.graphs is None else server.graphs.counts(),
     }
 
