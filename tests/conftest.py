@@ -26,6 +26,20 @@ if not os.environ.get("COMFYUI_PATH") and (SIBLING_COMFYUI / "main.py").is_file(
     os.environ["COMFYUI_PATH"] = str(SIBLING_COMFYUI)
 
 
+PACK_ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _checkout_folder_off_sys_path() -> None:
+    """The checkout is a package (ComfyUI loads its __init__.py), so pytest sets it up as one before the
+    first test's fixtures; for a folder whose name is no Python identifier it imports that __init__.py
+    as a top-level module and leaves the folder on sys.path. Our subpackages (kernels, nodes, workers...)
+    would then shadow installed packages of those names: transformers >= 5.25 imports Hugging Face's
+    `kernels`. Our code is imported as ltx2_mgpu only, so the folder never needs to be there. (Autouse
+    and session-wide: set up before any other fixture, after the package.)"""
+    sys.path[:] = [p for p in sys.path if not _is_dir_of(p, PACK_ROOT)]
+
+
 def pytest_collection_modifyitems(config, items):
     has_gpu = torch.cuda.is_available()
     gpus = torch.cuda.device_count()
