@@ -89,6 +89,9 @@ def native_in_process(
         from ltx2_mgpu.workers.engine.comfy import bootstrap
 
         comfy.ops.SDPA_BACKEND_PRIORITY[:] = list(bootstrap.comfyui_sdpa_order)
+        from ltx2_mgpu.workers.engine.comfy import int8_kernels
+
+        int8_kernels.uninstall()  # and comfy_kitchen's own int8 kernels
     from ltx2_mgpu.workers.engine.comfy.random_model import comfy_random_model, context_width
     from ltx2_mgpu.workers.rank.ops_comfy_bench import random_job_inputs, time_steps
 

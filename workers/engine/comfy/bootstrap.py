@@ -8,12 +8,16 @@ comfy.model_management reads them (it picks its device and attention once, at im
 from __future__ import annotations
 
 import importlib
+import logging
 import sys
 from types import ModuleType
 
 import torch
 
 from ...wire.comfyui_root import ComfyUIRoot, ComfyUIUnusable, check_comfyui_root
+from . import int8_kernels
+
+log = logging.getLogger(__name__)
 
 # LTX2_MGPU_SDPA=comfyui keeps ComfyUI's own SDPA backend order in the workers (see prefer_cudnn_attention).
 ENV_SDPA = "LTX2_MGPU_SDPA"
@@ -52,6 +56,7 @@ def import_comfyui(root: ComfyUIRoot, device: torch.device) -> ModuleType:
             importlib.import_module(name)
         if device.type == "cuda":
             prefer_cudnn_attention()
+            log.info(int8_kernels.install(device))
     except Exception as exc:  # any import failure is the user's ComfyUI install: say which and why
         raise ComfyUIUnusable(
             f"the ComfyUI at {root.path} (version {root.version}) failed to import in the worker: "
