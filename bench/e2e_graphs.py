@@ -22,6 +22,10 @@ from pathlib import Path
 from typing import Any
 
 TESTS = Path(__file__).resolve().parent.parent / "tests"
+# The template conversion and faces live with the tests (tests/template_graphs.py, test_official_templates.py):
+# importable from this module whatever the current directory or the caller's sys.path.
+if str(TESTS) not in sys.path:
+    sys.path.insert(0, str(TESTS))
 COLLECT = "BENCH_Collect"
 COLLECT_ID = "9900"
 SCHEDULER_ID = "9901"
@@ -72,11 +76,6 @@ def jobs() -> dict[str, Job]:
             ],
         ),
     }
-
-
-def _import_test_helpers() -> None:
-    if str(TESTS) not in sys.path:
-        sys.path.insert(0, str(TESTS))
 
 
 def stage_samplers(prompt: dict) -> tuple[str, str]:
@@ -214,7 +213,6 @@ def prompts_for(job: Job, templates: Path, object_info: dict, *, tiny: bool) -> 
 def prepare(out: Path, comfyui_root: Path, cache: Path) -> list[Path]:
     """Download the pinned templates into `cache`, convert them with ComfyUI's node list and write
     `out`/<job>.<real|tiny>.<native|ours>.json. Returns the files written."""
-    _import_test_helpers()
     from template_graphs import TEMPLATES_VERSION, core_object_info, fetch_templates
 
     templates = fetch_templates(cache)
