@@ -1,8 +1,8 @@
 """`ltx2-mgpu demo`: the official two-stage text-to-video shape on the embedded tiny model.
 
 text -> SP Sampler at half resolution (audio+video) -> TDP Upscaler to full resolution -> Distributed
-VAE Decode -> an .mp4 with audio. It drives the same node classes ComfyUI runs, so it exercises the
-whole path; it prints each stage's time and a parity check (stage 1 on the group vs one process).
+VAE Decode -> an .mp4 with audio. It calls the functions ComfyUI's node classes call, so it exercises
+the whole path; it prints each stage's time and a parity check (stage 1 on the group vs one process).
 """
 
 from __future__ import annotations
@@ -14,7 +14,11 @@ from pathlib import Path
 
 import torch
 
-from .nodes import NODE_CLASS_MAPPINGS
+from .nodes.loader import load_model
+from .nodes.sp_sampler import sample_latent
+from .nodes.tdp_upscaler import tdp_upscale
+from .nodes.text_encode import encode_prompt
+from .nodes.vae_decode import decode_latent
 from .workers.group.manager import MGPUModel, get_manager
 
 # Full resolution of the tiny demo (stage 2); stage 1 runs at half of it, as the official workflow.
@@ -58,7 +62,7 @@ def _stage(name: str, timings: dict[str, float]):
 
 
 def _conditioning(model: MGPUModel, prompt: str, gemma: Path) -> list:
-    (cond,) = NODE_CLASS_MAPPINGS["LTX2MGPUTextEncode"]().encode(model, str(gemma), prompt)
+    (cond,) = encode_prompt(model, str(gemma), prompt)
     return cond
 
 
@@ -84,12 +88,11 @@ def run_demo(args: argparse.Namespace) -> int:
         gemma = make_tiny_gemma(models)
     devices = args.devices
     dtype = "float32" if devices.startswith("cpu") else "bfloat16"
-    loader = NODE_CLASS_MAPPINGS["LTX2MGPULoader"]()
     status = 0
     for run in range(1, args.runs + 1):
         print(f"--- run {run} of {args.runs} (devices {devices}) ---")
         with _stage("load", timings):
-            model = loader.load(str(files.checkpoint), devices, dtype)[0]  # (mgpu_model, model, model_info)
+            model = load_model(str(files.checkpoint), devices, dtype)[0]  # (mgpu_model, model, model_info)
         status = max(status, _run_once(model, files, gemma, args, out, timings))
     get_manager().unload()
     return status
@@ -104,15 +107,14 @@ def _run_once(model: MGPUModel, files, gemma: Path, args: argparse.Namespace, ou
     video = torch.zeros(1, 128, f_lat, HEIGHT // 64, WIDTH // 64)
     audio = torch.zeros(1, 8, audio_frames, 16)
     latent = {"samples": _Nested([video, audio])}
-    sampler = NODE_CLASS_MAPPINGS["LTX2SPSampler"]()
     sigmas = torch.tensor(STAGE1_SIGMAS)
     with _stage("stage 1: SP Sampler", timings):
-        (stage1,) = sampler.sample(
+        (stage1,) = sample_latent(
             model, positive, negative, latent, sigmas, "euler_ancestral", 4.0, 4.0, args.seed
         )
     _parity_check(model, positive, negative, latent, sigmas, args.seed, stage1)
     with _stage("stage 2: TDP Upscaler", timings):
-        (result,) = NODE_CLASS_MAPPINGS["LTX2TDPUpscaler"]().upscale(
+        (result,) = tdp_upscale(
             model,
             positive,
             negative,
@@ -125,7 +127,7 @@ def _run_once(model: MGPUModel, files, gemma: Path, args: argparse.Namespace, ou
             TDP_OVERLAP,
         )
     with _stage("decode", timings):
-        images, sound = NODE_CLASS_MAPPINGS["LTX2DistributedVAEDecode"]().decode(model, result)
+        images, sound = decode_latent(model, result)
     path = out / "ltx2-mgpu-demo.mp4"
     with _stage("write mp4", timings):
         write_mp4(path, images, FPS, sound)

@@ -168,8 +168,16 @@ def import_comfyui(root: Path, *, tiny: bool) -> None:
     asyncio.run(nodes.init_extra_nodes(init_custom_nodes=False, init_api_nodes=False))
     import ltx2_mgpu
 
-    nodes.NODE_CLASS_MAPPINGS.update(ltx2_mgpu.NODE_CLASS_MAPPINGS)
+    asyncio.run(register_pack(nodes, ltx2_mgpu))
     nodes.NODE_CLASS_MAPPINGS[COLLECT] = BenchCollect
+
+
+async def register_pack(nodes, pack) -> None:
+    """The pack's nodes in ComfyUI's registry, as ComfyUI's loader takes them from its extension."""
+    extension = await pack.comfy_entrypoint()
+    await extension.on_load()
+    for cls in await extension.get_node_list():
+        nodes.NODE_CLASS_MAPPINGS[cls.GET_SCHEMA().node_id] = cls
 
 
 def check_requirements() -> None:

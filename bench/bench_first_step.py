@@ -28,8 +28,8 @@ from pathlib import Path
 import torch
 from bench_report import finish
 
-from ltx2_mgpu.nodes.sp_sampler import LTX2SPSampler
-from ltx2_mgpu.nodes.tdp_upscaler import LTX2TDPUpscaler
+from ltx2_mgpu.nodes.sp_sampler import sample_latent
+from ltx2_mgpu.nodes.tdp_upscaler import tdp_upscale
 from ltx2_mgpu.workers.group.manager import MGPUModel, get_manager
 
 # Latent cells of the stage-1 video: 256 x 384 x 25 frames (half of bench_tdp's tiny 512 x 768 x 25).
@@ -107,13 +107,11 @@ def measure(
 
     def sp_call() -> None:
         latent = {"samples": clock.nested([torch.zeros_like(video), torch.zeros_like(audio)])}
-        LTX2SPSampler().sample(
-            model, pos, neg, latent, torch.tensor(SP_SIGMAS), "euler_ancestral", 4.0, 4.0, seed=1
-        )
+        sample_latent(model, pos, neg, latent, torch.tensor(SP_SIGMAS), "euler_ancestral", 4.0, 4.0, seed=1)
 
     def tdp_call() -> None:
         latent = {"samples": clock.nested([video, audio])}
-        LTX2TDPUpscaler().upscale(
+        tdp_upscale(
             model, pos, neg, latent, str(upscaler), "euler_ancestral", 1.0, 2, "auto", 5,
             torch.tensor(TDP_SIGMAS),
         )  # fmt: skip

@@ -1,4 +1,4 @@
-"""The only place that touches ComfyUI's modules, always lazily, so the pack imports without ComfyUI.
+"""The only place besides nodes/v3/ that touches ComfyUI's modules, always lazily, so the pack imports without ComfyUI.
 
 Outside ComfyUI (tests, the CLI) every function degrades to something sensible: no progress bar,
 never interrupted, model folders unknown.
@@ -152,11 +152,36 @@ def nested_tensor(tensors: list) -> Any:
     return module.NestedTensor(tensors)
 
 
-def install_unload_hook(on_unload: Callable[[], None]) -> bool:
-    """Stop our workers when ComfyUI unloads all models ("Unload Models" posts /free).
+def install_process_hooks() -> None:
+    """What the pack hooks in ComfyUI's process, called once by the extension's on_load (nodes/v3/).
 
-    ComfyUI has no hook for this; wrap comfy.model_management.unload_all_models once.
+    NOTE [process hooks]: the worker group holds GPU memory and /dev/shm segments outside ComfyUI's
+    model management, so two moments of ComfyUI's process must reach it, and ComfyUI 0.33 offers a hook
+    for neither: its extension API (comfy_api.latest.ComfyExtension) has on_load and get_node_list only;
+    comfy.model_management has no unload callbacks; PromptServer's "/free" route only sets the flag
+    after which main.py calls comfy.model_management.unload_all_models().
+    - "Unload Models" (and ComfyUI's own unload after an out-of-memory error, --disable-smart-memory):
+      stop the group. Hooked by wrapping unload_all_models (`install_unload_hook`); the cached
+      MGPU_MODEL stays valid and the next job starts the group again.
+    - SIGTERM (systemd, docker stop, kill): ComfyUI installs no handler, so the process would end
+      without atexit and leave the workers' shared memory; ours ends the groups, then hands the signal
+      on (workers/group/shutdown.py). Ctrl+C needs nothing: main.py returns and atexit runs.
+    Outside ComfyUI nothing is installed. tests/test_pack_loading.py checks both here, with a stand-in
+    for ComfyUI's module; the server tests check them in a real ComfyUI (test_comfyui_server.py
+    "Unload Models", test_comfyui_stop.py SIGTERM).
     """
+    if not in_comfyui():
+        return
+    from ..workers.group.manager import get_manager
+    from ..workers.group.shutdown import install_sigterm_handler
+
+    install_unload_hook(lambda: get_manager().unload("ComfyUI unloaded all models"))
+    install_sigterm_handler()
+
+
+def install_unload_hook(on_unload: Callable[[], None]) -> bool:
+    """Call `on_unload` after every comfy.model_management.unload_all_models() (NOTE [process hooks]).
+    Wraps the function once; returns whether it did."""
     mm = sys.modules.get("comfy.model_management")
     if mm is None or getattr(mm.unload_all_models, "_ltx2_mgpu_hooked", False):
         return False

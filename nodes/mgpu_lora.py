@@ -13,26 +13,11 @@ from ..workers.wire.lora_files import read_lora
 from ..workers.wire.model_files import read_safetensors_header
 from . import comfy
 
-# The pack's menu category (loader.CATEGORY; not imported from there, since the loader imports us).
-CATEGORY = "LTX-2 MultiGPU"
 LORA_FOLDERS = ("loras",)
 NO_LORA = "None"
 # ComfyUI's LoraLoaderModelOnly allows strengths in [-100, 100] in steps of 0.01.
 STRENGTH_LIMIT = 100.0
 STRENGTH_STEP = 0.01
-
-
-def strength_input(tooltip: str) -> tuple:
-    return (
-        "FLOAT",
-        {
-            "default": 1.0,
-            "min": -STRENGTH_LIMIT,
-            "max": STRENGTH_LIMIT,
-            "step": STRENGTH_STEP,
-            "tooltip": tooltip,
-        },
-    )
 
 
 def lora_entry(checkpoint: str, lora_name: str, strength: float) -> tuple[tuple[str, float], ...]:
@@ -48,33 +33,8 @@ def lora_entry(checkpoint: str, lora_name: str, strength: float) -> tuple[tuple[
     return ((str(path), float(strength)),)
 
 
-class LTX2MGPULoRA:
-    DESCRIPTION = (
-        "Adds a LoRA (ComfyUI's loras folder) to an MGPU_MODEL for the nodes that take this output, e.g. the "
-        "distilled LoRA for stage 2 while stage 1 runs without it. The base stays loaded once: before a job "
-        "with another LoRA set the workers restore the clean weights from the checkpoint and fuse the new set."
-    )
-    CATEGORY = CATEGORY
-    RETURN_TYPES = ("MGPU_MODEL",)
-    RETURN_NAMES = ("mgpu_model",)
-    FUNCTION = "apply"
-
-    @classmethod
-    def INPUT_TYPES(cls) -> dict:
-        return {
-            "required": {
-                "mgpu_model": ("MGPU_MODEL", {"tooltip": "From MGPU Loader (or another MGPU LoRA)."}),
-                "lora_name": (
-                    comfy.filename_list("loras"),
-                    {"tooltip": "An LTX-2 LoRA, e.g. ltx-2-19b-distilled-lora-384 for stage 2."},
-                ),
-                "strength": strength_input("How strongly the LoRA changes the model; 0 leaves it unchanged."),
-            },
-        }
-
-    def apply(self, mgpu_model: MGPUModel, lora_name: str, strength: float):
-        entry = lora_entry(mgpu_model.checkpoint, lora_name, strength)
-        return (replace(mgpu_model, loras=(*mgpu_model.loras, *entry)),)
-
-
-NODE_CLASSES = {"LTX2MGPULoRA": (LTX2MGPULoRA, "MGPU LoRA")}
+def add_lora(mgpu_model: MGPUModel, lora_name: str, strength: float):
+    """MGPU LoRA: (MGPU_MODEL,) with the LoRA `lora_name` at `strength` added to the set the workers
+    fuse (checked against the checkpoint from headers here)."""
+    entry = lora_entry(mgpu_model.checkpoint, lora_name, strength)
+    return (replace(mgpu_model, loras=(*mgpu_model.loras, *entry)),)

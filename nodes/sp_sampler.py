@@ -9,14 +9,13 @@ import torch
 from ..workers.group import console
 from ..workers.group.client import output_slot
 from ..workers.group.manager import MGPUModel
-from ..workers.wire.checks import SAMPLERS, check_splittable
+from ..workers.wire.checks import check_splittable
 from ..workers.wire.model_call import CACHE_MISS
 from ..workers.wire.requests import Sample
 from . import comfy
 from .convert import conditioning_args, split_latent
 from .guider_spec import describe_guider
 from .jobs import run_job
-from .loader import CATEGORY
 
 
 def latent_output(parts, video: torch.Tensor, audio: torch.Tensor | None, source: dict) -> dict:
@@ -26,131 +25,51 @@ def latent_output(parts, video: torch.Tensor, audio: torch.Tensor | None, source
     return out
 
 
-class LTX2SPSampler:
-    DESCRIPTION = (
-        "Denoises an LTX-2 latent (video, or audio+video from LTXVConcatAVLatent) with the video tokens split "
-        "over the worker group's GPUs. Same result as single-GPU sampling for the same seed."
+def sample_latent(
+    mgpu_model: MGPUModel,
+    positive=None,  # optional inputs (a guider replaces them); their old place kept for callers
+    negative=None,
+    latent: dict | None = None,
+    sigmas: torch.Tensor | None = None,
+    sampler_name: str = "euler",
+    cfg: float = 4.0,
+    cfg_audio: float = 4.0,
+    seed: int = 0,
+    add_noise: bool = True,
+    guider=None,
+    node_id: str | None = None,
+):
+    """SP Sampler: denoise `latent` over the group with the video tokens split over its GPUs; returns
+    (LATENT,) of the same structure. Raises ValueError naming the input to change."""
+    if latent is None or sigmas is None:
+        raise ValueError("the SP Sampler needs a latent and sigmas: connect both")
+    parts = split_latent(latent)
+    check_splittable(tuple(parts.video.shape[2:]), mgpu_model.world_size)
+    guidance = guidance_fields(mgpu_model, positive, negative, guider)
+    request = Sample(
+        video=parts.video.float().contiguous(),
+        audio=None if parts.audio is None else parts.audio.float().contiguous(),
+        video_mask=None if parts.video_mask is None else parts.video_mask.float().contiguous(),
+        audio_mask=None if parts.audio_mask is None else parts.audio_mask.float().contiguous(),
+        sigmas=sigmas.float().cpu().contiguous(),
+        sampler=sampler_name,
+        cfg_video=cfg,
+        cfg_audio=cfg_audio,
+        seed=seed,
+        add_noise=add_noise,
+        max_video_tokens=mgpu_model.max_video_tokens,
+        preview=comfy.previews_enabled(),
+        guidance_groups=mgpu_model.guidance_groups,
+        **guidance,
     )
-    CATEGORY = CATEGORY
-    RETURN_TYPES = ("LATENT",)
-    FUNCTION = "sample"
-
-    @classmethod
-    def INPUT_TYPES(cls) -> dict:
-        return {
-            "required": {
-                "mgpu_model": ("MGPU_MODEL", {"tooltip": "From MGPU Loader."}),
-                "latent": (
-                    "LATENT",
-                    {
-                        "tooltip": "EmptyLTXVLatentVideo / LTXVImgToVideo, or LTXVConcatAVLatent for audio+video."
-                    },
-                ),
-                "sigmas": ("SIGMAS", {"tooltip": "LTXVScheduler or ManualSigmas."}),
-                "sampler_name": (list(SAMPLERS), {"default": "euler"}),
-                "cfg": (
-                    "FLOAT",
-                    {
-                        "default": 4.0,
-                        "min": 0.0,
-                        "max": 100.0,
-                        "step": 0.1,
-                        "round": 0.01,
-                        "tooltip": "Guidance scale for the video stream.",
-                    },
-                ),
-                "cfg_audio": (
-                    "FLOAT",
-                    {
-                        "default": 4.0,
-                        "min": 0.0,
-                        "max": 100.0,
-                        "step": 0.1,
-                        "round": 0.01,
-                        "tooltip": "Guidance scale for the audio stream. ComfyUI's CFGGuider uses one "
-                        "value for both: set it equal to cfg to match a native run.",
-                    },
-                ),
-                "seed": (
-                    "INT",
-                    {"default": 0, "min": 0, "max": 0xFFFFFFFFFFFFFFFF, "control_after_generate": True},
-                ),
-            },
-            "optional": {
-                "positive": (
-                    "CONDITIONING",
-                    {
-                        "tooltip": "LTX-2 text encoding (through LTXVConditioning for the frame rate). Leave "
-                        "empty when a guider is connected."
-                    },
-                ),
-                "negative": (
-                    "CONDITIONING",
-                    {
-                        "tooltip": "Negative prompt; unused when both cfg values are 1. Leave empty when a "
-                        "guider is connected."
-                    },
-                ),
-                "add_noise": (
-                    "BOOLEAN",
-                    {"default": True, "tooltip": "Off: denoise the latent as it is (no initial noise)."},
-                ),
-                "guider": (
-                    "GUIDER",
-                    {
-                        "tooltip": "Instead of positive / negative / cfg: a CFGGuider, LTXV Dual CFG Guider or "
-                        "Basic Guider built on the MGPU Loader's MODEL (with LoRA, STG, modality or reference-audio "
-                        "guidance nodes on it). Its whole loop runs in the workers."
-                    },
-                ),
-            },
-            "hidden": {"unique_id": "UNIQUE_ID"},
-        }
-
-    def sample(
-        self,
-        mgpu_model: MGPUModel,
-        positive=None,  # optional inputs (a guider replaces them); their old place kept for callers
-        negative=None,
-        latent: dict | None = None,
-        sigmas: torch.Tensor | None = None,
-        sampler_name: str = "euler",
-        cfg: float = 4.0,
-        cfg_audio: float = 4.0,
-        seed: int = 0,
-        add_noise: bool = True,
-        guider=None,
-        unique_id=None,
-    ):
-        if latent is None or sigmas is None:
-            raise ValueError("the SP Sampler needs a latent and sigmas: connect both")
-        parts = split_latent(latent)
-        check_splittable(tuple(parts.video.shape[2:]), mgpu_model.world_size)
-        guidance = guidance_fields(mgpu_model, positive, negative, guider)
-        request = Sample(
-            video=parts.video.float().contiguous(),
-            audio=None if parts.audio is None else parts.audio.float().contiguous(),
-            video_mask=None if parts.video_mask is None else parts.video_mask.float().contiguous(),
-            audio_mask=None if parts.audio_mask is None else parts.audio_mask.float().contiguous(),
-            sigmas=sigmas.float().cpu().contiguous(),
-            sampler=sampler_name,
-            cfg_video=cfg,
-            cfg_audio=cfg_audio,
-            seed=seed,
-            add_noise=add_noise,
-            max_video_tokens=mgpu_model.max_video_tokens,
-            preview=comfy.previews_enabled(),
-            guidance_groups=mgpu_model.guidance_groups,
-            **guidance,
-        )
-        # Slots only once the request passed its checks: a refused input leaves nothing in /dev/shm.
-        out_video = output_slot(parts.video.shape, torch.float32)
-        out_audio = None if parts.audio is None else output_slot(parts.audio.shape, torch.float32)
-        request = dataclasses.replace(request, out_video=out_video, out_audio=out_audio)
-        replies = run_guided(mgpu_model, request, guider, unique_id, max(1, sigmas.numel() - 1))
-        report_plan(replies)
-        audio = None if out_audio is None else out_audio.tensor
-        return (latent_output(parts, out_video.tensor, audio, latent),)
+    # Slots only once the request passed its checks: a refused input leaves nothing in /dev/shm.
+    out_video = output_slot(parts.video.shape, torch.float32)
+    out_audio = None if parts.audio is None else output_slot(parts.audio.shape, torch.float32)
+    request = dataclasses.replace(request, out_video=out_video, out_audio=out_audio)
+    replies = run_guided(mgpu_model, request, guider, node_id, max(1, sigmas.numel() - 1))
+    report_plan(replies)
+    audio = None if out_audio is None else out_audio.tensor
+    return (latent_output(parts, out_video.tensor, audio, latent),)
 
 
 _last_plan: list[str] = [""]
@@ -193,6 +112,3 @@ def run_guided(mgpu_model: MGPUModel, request: Sample, guider, node_id, total: i
     guider.model_patcher.model.diffusion_model.call.patch_sender.forget()
     request = dataclasses.replace(request, guider=describe_guider(guider, mgpu_model))
     return run_job(mgpu_model, request, node_id=node_id, total=total)
-
-
-NODE_CLASSES = {"LTX2SPSampler": (LTX2SPSampler, "SP Sampler")}

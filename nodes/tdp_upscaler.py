@@ -11,15 +11,13 @@ from ..workers.group.client import output_slot
 from ..workers.group.manager import MGPUModel
 from ..workers.strategies.tdp_preview import preview_region
 from ..workers.strategies.tiled import AUTO, TileGrid, make_grid, resolve_counts, upscaled_latent_shape
-from ..workers.wire.checks import SAMPLERS
 from ..workers.wire.model_files import read_checkpoint_config
-from ..workers.wire.requests import DEFAULT_PREVIEW_FRAMES, PREVIEW_MODES, TdpUpscale
+from ..workers.wire.requests import DEFAULT_PREVIEW_FRAMES, TdpUpscale
 from ..workers.wire.requests import PREVIEW_OFF as OFF
 from ..workers.wire.requests import check_preview_mode as check_mode
 from . import comfy
 from .convert import conditioning_args, split_latent
 from .jobs import run_job
-from .loader import CATEGORY
 
 # Lightricks' distilled stage-2 schedule for the TDP stage (Lightricks' LTX-2 release notes).
 DEFAULT_SIGMAS = (0.625, 0.4, 0.0)
@@ -34,23 +32,12 @@ GRIDS = tuple(
 TILE_CHOICES = ("auto", *GRIDS)
 _GRID_PATTERN = re.compile(r"^\s*(\d+)\s*x\s*(\d+)\s*$")
 
-PREVIEW_TOOLTIP = (
-    "A quick look before the full run. 'centre tile': only the tile nearest the frame's centre, all GPUs on "
-    "it; returns that tile's region as a small video at full detail. 'first frames': the whole frame, only "
-    "the first preview_frames frames (audio cut to match). Same seed, noise and positions as the full run, "
-    "so what you see is what the full run makes there, up to the blending with neighbouring tiles."
-)
+# Latent cells neighbouring tiles share by default (the node's overlap widget); on the tiny model 2x2
+# tiles with it leave no measurable seam (tests/test_tdp_seams.py).
+DEFAULT_OVERLAP_CELLS = 5
+MAX_OVERLAP_CELLS = 32
 # The longest video EmptyLTXVLatentVideo makes (its length maximum, nodes.MAX_RESOLUTION).
 MAX_FRAMES = 16384
-
-TOOLTIP = (
-    "Tiled data parallelism (TDP) for the upscale stage: each GPU runs the whole transformer on its own "
-    "tiles of the 2x upscaled latent, and the overlaps are blended. Each tile stays at a size the model "
-    "was trained on, which lets LTX-2 refine video past its training resolution, and the GPUs work "
-    "independently. Tiles see only their own region, so start from the stage-1 result re-noised to a "
-    "moderate sigma (default 0.625, 0.4, 0.0): from pure noise (sigma 1.0) the tiles would invent unrelated "
-    "content, and the node refuses it. The audio of the output is the stage-1 audio, unchanged."
-)
 
 
 def parse_tiles(choice: str) -> tuple[int, int]:
@@ -63,159 +50,67 @@ def parse_tiles(choice: str) -> tuple[int, int]:
     return int(match.group(1)), int(match.group(2))
 
 
-class LTX2TDPUpscaler:
-    DESCRIPTION = TOOLTIP
-    CATEGORY = CATEGORY
-    RETURN_TYPES = ("LATENT",)
-    FUNCTION = "upscale"
-
-    @classmethod
-    def INPUT_TYPES(cls) -> dict:
-        return {
-            "required": {
-                "mgpu_model": (
-                    "MGPU_MODEL",
-                    {"tooltip": "From MGPU Loader (with the distilled LoRA for stage 2)."},
-                ),
-                "positive": ("CONDITIONING", {"tooltip": "The stage-1 prompt (through LTXVConditioning)."}),
-                "negative": ("CONDITIONING", {"tooltip": "Negative prompt; unused at cfg 1."}),
-                "latent": (
-                    "LATENT",
-                    {
-                        "tooltip": "The stage-1 result: video, or audio+video from the SP Sampler. A noise mask "
-                        "is dropped, as LTXVLatentUpsampler does; the audio passes through unchanged."
-                    },
-                ),
-                "upscale_model": (
-                    comfy.filename_list("latent_upscale_models"),
-                    {
-                        "tooltip": "The spatial x2 latent upscaler (ltx-2-spatial-upscaler-x2) of this checkpoint."
-                    },
-                ),
-                "sampler_name": (list(SAMPLERS), {"default": "euler_ancestral"}),
-                "cfg": (
-                    "FLOAT",
-                    {
-                        "default": 1.0,
-                        "min": 0.0,
-                        "max": 100.0,
-                        "step": 0.1,
-                        "round": 0.01,
-                        "tooltip": "Guidance scale. 1 (no negative pass) for the distilled stage 2.",
-                    },
-                ),
-                "seed": (
-                    "INT",
-                    {"default": 0, "min": 0, "max": 0xFFFFFFFFFFFFFFFF, "control_after_generate": True},
-                ),
-                "tiles": (
-                    list(TILE_CHOICES),
-                    {
-                        "default": "auto",
-                        "tooltip": "Tile grid, rows x columns. auto: from the video's size only, tiles of at most 768 px "
-                        "plus overlap (1536x1024: 2x2), so the result does not depend on the GPU count. "
-                        "More tiles than GPUs run in turns.",
-                    },
-                ),
-                "overlap": (
-                    "INT",
-                    {
-                        "default": 5,
-                        "min": 0,
-                        "max": 32,
-                        "step": 1,
-                        "tooltip": "Latent cells (32 px each) shared by neighbouring tiles and blended. More "
-                        "hides seams better and costs more tokens per tile.",
-                    },
-                ),
-            },
-            "optional": {
-                "sigmas": (
-                    "SIGMAS",
-                    {"tooltip": "Stage-2 schedule; 0.625, 0.4, 0.0 when not connected. Must start below 1."},
-                ),
-                # Appended after every older input: saved workflows keep their widget values by position.
-                "preview": (
-                    list(PREVIEW_MODES),
-                    {"default": OFF, "tooltip": PREVIEW_TOOLTIP},
-                ),
-                "preview_frames": (
-                    "INT",
-                    {
-                        "default": DEFAULT_PREVIEW_FRAMES,
-                        "min": 1,
-                        "max": MAX_FRAMES,
-                        "step": 8,
-                        "tooltip": "Frames a 'first frames' preview makes (8k + 1; 25 = one second at 24 fps).",
-                    },
-                ),
-            },
-            "hidden": {"unique_id": "UNIQUE_ID"},
-        }
-
-    def upscale(
-        self,
-        mgpu_model: MGPUModel,
-        positive,
-        negative,
-        latent: dict,
-        upscale_model: str,
-        sampler_name: str,
-        cfg: float,
-        seed: int,
-        tiles: str,
-        overlap: int,
-        sigmas: torch.Tensor | None = None,
-        preview: str = OFF,
-        preview_frames: int = DEFAULT_PREVIEW_FRAMES,
-        unique_id=None,
-    ):
-        parts = split_latent(latent)
-        tiles_h, tiles_w = parse_tiles(tiles)
-        upscaler = comfy.full_path(UPSCALER_FOLDERS, upscale_model)
-        out_shape = upscaled_latent_shape(tuple(parts.video.shape), read_checkpoint_config(upscaler))
-        check_mode(preview)
-        if preview != OFF:  # the preview's output is the size of its region
-            grid = node_grid(out_shape, tiles_h, tiles_w, overlap, mgpu_model)
-            out_shape = preview_region(preview, preview_frames, grid, out_shape).shape
-        schedule = torch.tensor(DEFAULT_SIGMAS) if sigmas is None else sigmas
-        pos, frame_rate = conditioning_args(positive, "positive")
-        neg = None if cfg == 1.0 else conditioning_args(negative, "negative")[0]
-        request = TdpUpscale(
-            video=parts.video.float().contiguous(),
-            audio=None if parts.audio is None else parts.audio.float().contiguous(),
-            positive=pos,
-            negative=neg,
-            frame_rate=frame_rate,
-            sigmas=schedule.float().cpu().contiguous(),
-            sampler=sampler_name,
-            cfg=cfg,
-            seed=seed,
-            tiles_h=tiles_h,
-            tiles_w=tiles_w,
-            overlap=overlap,
-            upscaler=str(upscaler),
-            max_video_tokens=mgpu_model.max_video_tokens,
-            preview=preview,
-            preview_frames=preview_frames,
-            live_preview=comfy.previews_enabled(),
-        )
-        # The slot only once the request passed its checks: a refused input leaves nothing in /dev/shm.
-        out_video = output_slot(out_shape, torch.float32)
-        request = dataclasses.replace(request, out_video=out_video)
-        results = run_job(mgpu_model, request, node_id=unique_id, total=max(1, schedule.numel() - 1))
-        out = {k: v for k, v in latent.items() if k != "noise_mask"}  # the mask was for stage-1 cells
-        audio = parts.audio
-        if audio is not None and results[0]["audio_frames"] != audio.shape[2]:
-            audio = audio[:, :, : results[0]["audio_frames"]].clone()  # a first-frames preview is shorter
-        out["samples"] = comfy.nested_tensor([out_video.tensor, audio]) if parts.nested else out_video.tensor
-        return (out,)
+def tdp_upscale(
+    mgpu_model: MGPUModel,
+    positive,
+    negative,
+    latent: dict,
+    upscale_model: str,
+    sampler_name: str,
+    cfg: float,
+    seed: int,
+    tiles: str,
+    overlap: int,
+    sigmas: torch.Tensor | None = None,
+    preview: str = OFF,
+    preview_frames: int = DEFAULT_PREVIEW_FRAMES,
+    node_id: str | None = None,
+):
+    """TDP Upscaler: upsample the stage-1 `latent` 2x and denoise it in tiles spread over the group's
+    GPUs; returns (LATENT,) with the stage-1 audio. Raises ValueError naming the input to change."""
+    parts = split_latent(latent)
+    tiles_h, tiles_w = parse_tiles(tiles)
+    upscaler = comfy.full_path(UPSCALER_FOLDERS, upscale_model)
+    out_shape = upscaled_latent_shape(tuple(parts.video.shape), read_checkpoint_config(upscaler))
+    check_mode(preview)
+    if preview != OFF:  # the preview's output is the size of its region
+        grid = node_grid(out_shape, tiles_h, tiles_w, overlap, mgpu_model)
+        out_shape = preview_region(preview, preview_frames, grid, out_shape).shape
+    schedule = torch.tensor(DEFAULT_SIGMAS) if sigmas is None else sigmas
+    pos, frame_rate = conditioning_args(positive, "positive")
+    neg = None if cfg == 1.0 else conditioning_args(negative, "negative")[0]
+    request = TdpUpscale(
+        video=parts.video.float().contiguous(),
+        audio=None if parts.audio is None else parts.audio.float().contiguous(),
+        positive=pos,
+        negative=neg,
+        frame_rate=frame_rate,
+        sigmas=schedule.float().cpu().contiguous(),
+        sampler=sampler_name,
+        cfg=cfg,
+        seed=seed,
+        tiles_h=tiles_h,
+        tiles_w=tiles_w,
+        overlap=overlap,
+        upscaler=str(upscaler),
+        max_video_tokens=mgpu_model.max_video_tokens,
+        preview=preview,
+        preview_frames=preview_frames,
+        live_preview=comfy.previews_enabled(),
+    )
+    # The slot only once the request passed its checks: a refused input leaves nothing in /dev/shm.
+    out_video = output_slot(out_shape, torch.float32)
+    request = dataclasses.replace(request, out_video=out_video)
+    results = run_job(mgpu_model, request, node_id=node_id, total=max(1, schedule.numel() - 1))
+    out = {k: v for k, v in latent.items() if k != "noise_mask"}  # the mask was for stage-1 cells
+    audio = parts.audio
+    if audio is not None and results[0]["audio_frames"] != audio.shape[2]:
+        audio = audio[:, :, : results[0]["audio_frames"]].clone()  # a first-frames preview is shorter
+    out["samples"] = comfy.nested_tensor([out_video.tensor, audio]) if parts.nested else out_video.tensor
+    return (out,)
 
 
 def node_grid(shape: tuple[int, ...], tiles_h: int, tiles_w: int, overlap: int, model: MGPUModel) -> TileGrid:
     """The grid the workers will use (the preview's output size depends on it); ValueError as theirs."""
     extent = (shape[3], shape[4])
     return make_grid(extent, resolve_counts(tiles_h, tiles_w, extent, overlap), overlap)
-
-
-NODE_CLASSES = {"LTX2TDPUpscaler": (LTX2TDPUpscaler, "TDP Upscaler")}

@@ -19,8 +19,7 @@ from ..workers.wire.requests import TEXT_PLACEMENTS as PLACEMENTS
 from ..workers.wire.requests import EncodeGemma4, EncodeText
 from . import comfy
 from .jobs import run_job
-from .loader import CATEGORY
-from .mgpu_lora import LORA_FOLDERS, NO_LORA, strength_input
+from .mgpu_lora import LORA_FOLDERS, NO_LORA
 
 FOLDER = "text_encoders"
 PROJECTION_KEY = "text_embedding_projection.aggregate_embed.weight"
@@ -126,94 +125,30 @@ def text_lora_entry(lora_name: str, strength: float, shapes) -> list[tuple[str, 
     return [(str(path), float(strength))]
 
 
-class LTX2MGPUTextEncode:
-    DESCRIPTION = (
-        "Encodes a prompt with Gemma 3 (the LTX-2 text encoder) on the worker group's GPUs: layers spread over "
-        "the GPUs, or a full copy on each. Gives the same CONDITIONING as LTXAVTextEncoderLoader + CLIPTextEncode, "
-        "so LTXVConditioning, the SP Sampler and native samplers take it. The weights stay loaded until the "
-        "models are unloaded."
+def encode_prompt(
+    mgpu_model: MGPUModel,
+    text_encoder: str,
+    text: str,
+    placement: str = "auto",
+    lora_name: str = NO_LORA,
+    lora_strength: float = 1.0,
+    node_id: str | None = None,
+):
+    """MGPU Text Encode: `text` encoded by the Gemma file or folder `text_encoder` on the group's
+    GPUs; returns (CONDITIONING,) as ComfyUI's own LTX text encoder gives it."""
+    if placement not in PLACEMENTS:
+        raise ValueError(f"placement {placement!r} is not one of {', '.join(PLACEMENTS)}")
+    path = resolve_text_encoder(text_encoder)
+    is_gemma4 = path.is_file() and is_gemma4_file(path)
+    check_text_encoder_fits(path, mgpu_model.checkpoint, is_gemma4)  # before any worker reads it
+    if is_gemma4:
+        return (encode_gemma4(mgpu_model, path, text, node_id, placement),)
+    gemma = open_gemma(path)  # the file's own errors first, before a tokenizer is looked for
+    loras = text_lora_entry(lora_name, lora_strength, gemma.shapes)
+    ids = load_prompt_tokenizer(path).token_ids(text)
+    out = output_slot((1, len(ids), projection_width(mgpu_model.checkpoint)), torch.float32)
+    request = EncodeText(
+        text_encoder=str(path), prompts=[ids], placement=placement, outputs=[out], text_loras=tuple(loras)
     )
-    CATEGORY = CATEGORY
-    RETURN_TYPES = ("CONDITIONING",)
-    FUNCTION = "encode"
-
-    @classmethod
-    def INPUT_TYPES(cls) -> dict:
-        return {
-            "required": {
-                "mgpu_model": (
-                    "MGPU_MODEL",
-                    {"tooltip": "From MGPU Loader; its checkpoint supplies the text projection."},
-                ),
-                "text_encoder": (
-                    text_encoder_choices(),
-                    {
-                        "tooltip": "Gemma 3 12B: the file LTXAVTextEncoderLoader takes (e.g. gemma_3_12B_it.safetensors), "
-                        "or a google/gemma-3-12b-it folder (listed as 'name/'). LTX-2.5: the Gemma 4 file "
-                        "CLIPLoader takes (gemma4-12b-with-proj-ltx-2.5), run by ComfyUI's own encoder on one GPU or "
-                        "with its layers spread over the GPUs."
-                    },
-                ),
-                "text": (
-                    "STRING",
-                    {
-                        "multiline": True,
-                        "dynamicPrompts": True,
-                        "tooltip": "One prompt, as in CLIPTextEncode (new lines are part of it).",
-                    },
-                ),
-                "placement": (
-                    list(PLACEMENTS),
-                    {
-                        "default": "auto",
-                        "tooltip": "layers: Gemma's layers split over the GPUs by free memory. replicas: a full copy "
-                        "on every GPU. auto: replicas when a copy fits each GPU comfortably, else layers. "
-                        "Gemma 4 (LTX-2.5): replicas runs it on the first GPU; auto does so when it fits there.",
-                    },
-                ),
-            },
-            "optional": {
-                "lora_name": (
-                    [NO_LORA, *comfy.filename_list("loras")],
-                    {
-                        "default": NO_LORA,
-                        "tooltip": "A LoRA on the text encoder, as LoraLoader's CLIP side applies it (the LTX-2.3 "
-                        "templates' Gemma LoRA). Needs the bf16 Gemma file; model LoRAs go on the MGPU Loader.",
-                    },
-                ),
-                "lora_strength": strength_input(
-                    "Strength of lora_name on the text encoder (LoraLoader's strength_clip)."
-                ),
-            },
-            "hidden": {"unique_id": "UNIQUE_ID"},
-        }
-
-    def encode(
-        self,
-        mgpu_model: MGPUModel,
-        text_encoder: str,
-        text: str,
-        placement: str = "auto",
-        lora_name: str = NO_LORA,
-        lora_strength: float = 1.0,
-        unique_id=None,
-    ):
-        if placement not in PLACEMENTS:
-            raise ValueError(f"placement {placement!r} is not one of {', '.join(PLACEMENTS)}")
-        path = resolve_text_encoder(text_encoder)
-        is_gemma4 = path.is_file() and is_gemma4_file(path)
-        check_text_encoder_fits(path, mgpu_model.checkpoint, is_gemma4)  # before any worker reads it
-        if is_gemma4:
-            return (encode_gemma4(mgpu_model, path, text, unique_id, placement),)
-        gemma = open_gemma(path)  # the file's own errors first, before a tokenizer is looked for
-        loras = text_lora_entry(lora_name, lora_strength, gemma.shapes)
-        ids = load_prompt_tokenizer(path).token_ids(text)
-        out = output_slot((1, len(ids), projection_width(mgpu_model.checkpoint)), torch.float32)
-        request = EncodeText(
-            text_encoder=str(path), prompts=[ids], placement=placement, outputs=[out], text_loras=tuple(loras)
-        )
-        run_job(mgpu_model, request, node_id=unique_id, total=1)
-        return ([[out.tensor, {"pooled_output": None, "unprocessed_ltxav_embeds": True}]],)
-
-
-NODE_CLASSES = {"LTX2MGPUTextEncode": (LTX2MGPUTextEncode, "MGPU Text Encode")}
+    run_job(mgpu_model, request, node_id=node_id, total=1)
+    return ([[out.tensor, {"pooled_output": None, "unprocessed_ltxav_embeds": True}]],)

@@ -18,10 +18,6 @@ from ..workers.wire.requests import (
     AUTO,
     DEFAULT_OVERLAP_PX,
     DEFAULT_TEMPORAL_OVERLAP_FRAMES,
-    OVERLAP_PX_RANGE,
-    TEMPORAL_FRAMES_RANGE,
-    TEMPORAL_OVERLAP_FRAMES_RANGE,
-    TILE_PX_RANGE,
     VAE_DECODE_MODES,
     TileSettings,
     VaeDecode,
@@ -29,17 +25,12 @@ from ..workers.wire.requests import (
 from ..workers.wire.vae_outputs import audio_output, image_shape
 from .convert import split_latent
 from .jobs import run_job
-from .loader import CATEGORY
 
 log = logging.getLogger(__name__)
 DECODE_MODES = VAE_DECODE_MODES
 MAX_ATTENTION_CHUNK_MB = 1 << 20
 # ComfyUI detects LTX-2.5's diffusion VAE decoder by this key (comfy/sd.py, VAE.__init__).
 DIFFUSION_DECODER_KEY = "vae.decoder.conv_in_x_t.weight"
-
-
-def _int_input(default: int, step: int, maximum: int, tooltip: str) -> tuple:
-    return ("INT", {"default": default, "min": 0, "max": maximum, "step": step, "tooltip": tooltip})
 
 
 def _check_shared_memory(nbytes: int) -> None:
@@ -68,144 +59,70 @@ def _padding_mode(checkpoint) -> str:
     return NO_PADDING if is_diffusion else REFLECT
 
 
-class LTX2DistributedVAEDecode:
-    DESCRIPTION = (
-        "Decodes an LTX-2 latent (video, or audio+video from LTXVConcatAVLatent) with the video tiles spread "
-        "over the worker group's GPUs. Returns the frames as IMAGE and, when the latent holds audio, the "
-        "AUDIO decoded by the checkpoint's audio VAE and vocoder (connect both to CreateVideo)."
+def decode_latent(
+    mgpu_model: MGPUModel,
+    latent: dict,
+    tile_size: int = AUTO,
+    overlap: int = DEFAULT_OVERLAP_PX,
+    temporal_size: int = AUTO,
+    temporal_overlap: int = DEFAULT_TEMPORAL_OVERLAP_FRAMES,
+    mode: str = DECODE_MODES[0],
+    attention_chunk_mb: int = 0,
+    node_id: str | None = None,
+):
+    """Distributed VAE Decode: (IMAGE, AUDIO or None) of `latent`, the video decoded over the group's
+    GPUs. Raises ValueError naming the input to change before anything is allocated."""
+    samples = latent.get("samples") if isinstance(latent, dict) else None
+    if isinstance(samples, torch.Tensor) and samples.dim() == 4:
+        raise ValueError(
+            "the LATENT holds only audio; decode it with LTXV Audio VAE Decode, or connect the audio+video "
+            "latent (LTXVConcatAVLatent) to decode both"
+        )
+    parts = split_latent(latent)
+    settings = TileSettings(tile_size, overlap, temporal_size, temporal_overlap)
+    video = parts.video.float().contiguous()
+    audio = None if parts.audio is None else parts.audio.float().contiguous()
+    chunk_bytes = int(attention_chunk_mb) * 2**20
+    # The checks, before any allocation.
+    VaeDecode(video=video, audio=audio, tiles=settings, mode=mode, na_chunk_bytes=chunk_bytes)
+    if min(video.shape[-2:]) < min_decode_cells(REFLECT):  # the answer depends on the decoder
+        check_decodable(tuple(video.shape), _padding_mode(mgpu_model.checkpoint))
+    wave = None
+    if parts.audio is not None:
+        # LTX-2.5's audio VAE is its own file, with the audio config in its metadata.
+        audio_file = mgpu_model.audio_vae or mgpu_model.checkpoint
+        wave = audio_output(read_checkpoint_config(audio_file), parts.audio.shape[2])
+    image_dims = image_shape(tuple(parts.video.shape))
+    wave_dims = None if wave is None else wave.shape(parts.audio.shape[0])
+    _check_shared_memory(4 * (math.prod(image_dims) + (0 if wave_dims is None else math.prod(wave_dims))))
+    # Workers write into these; the job unlinks their names when it ends (NOTE [shm lifetime]).
+    out_image = output_slot(image_dims, torch.float32)
+    out_audio = None if wave_dims is None else output_slot(wave_dims, torch.float32)
+    request = VaeDecode(
+        video=video,
+        audio=audio,
+        tiles=settings,
+        mode=mode,
+        na_chunk_bytes=chunk_bytes,
+        out_image=out_image,
+        out_audio=out_audio,
     )
-    CATEGORY = CATEGORY
-    RETURN_TYPES = ("IMAGE", "AUDIO")
-    RETURN_NAMES = ("images", "audio")
-    OUTPUT_TOOLTIPS = ("The frames, as VAEDecodeTiled returns them.", "None when the latent holds no audio.")
-    FUNCTION = "decode"
-
-    @classmethod
-    def INPUT_TYPES(cls) -> dict:
-        return {
-            "required": {
-                "mgpu_model": ("MGPU_MODEL", {"tooltip": "From MGPU Loader."}),
-                "latent": (
-                    "LATENT",
-                    {"tooltip": "A video latent, or the audio+video latent of the sampler."},
-                ),
-                # VAEDecodeTiled's steps and maxima (TileSettings), so its settings paste in as they are.
-                "tile_size": _int_input(
-                    AUTO,
-                    TILE_PX_RANGE[2],
-                    TILE_PX_RANGE[1],
-                    "Long side of a spatial tile in pixels (the short side follows the frame's aspect). "
-                    "0: chosen from the number of GPUs, at most 512. Smaller tiles use less memory per GPU.",
-                ),
-                "overlap": _int_input(
-                    DEFAULT_OVERLAP_PX,
-                    OVERLAP_PX_RANGE[2],
-                    OVERLAP_PX_RANGE[1],
-                    "Pixels shared by neighbouring tiles.",
-                ),
-                "temporal_size": _int_input(
-                    AUTO,
-                    TEMPORAL_FRAMES_RANGE[2],
-                    TEMPORAL_FRAMES_RANGE[1],
-                    "Frames per temporal chunk (at least 8; ltx-core's tiles: a multiple of 8, at least 16). "
-                    "0: the whole clip in one chunk.",
-                ),
-                "temporal_overlap": _int_input(
-                    DEFAULT_TEMPORAL_OVERLAP_FRAMES,
-                    TEMPORAL_OVERLAP_FRAMES_RANGE[2],
-                    TEMPORAL_OVERLAP_FRAMES_RANGE[1],
-                    "Frames shared by neighbouring chunks (ltx-core's tiles: a multiple of 8).",
-                ),
-            },
-            "optional": {
-                "mode": (
-                    list(DECODE_MODES),
-                    {
-                        "default": DECODE_MODES[0],
-                        "tooltip": "exact: the frames VAEDecode gives (each GPU decodes a band of rows and "
-                        "swaps edge rows with its neighbours; the tile settings are not used). tiled: the "
-                        "frames VAEDecodeTiled gives with these tile settings (0 = its defaults, 512 px "
-                        "and 64 frames). With the ltx-core backend both decode ltx-core's tiles.",
-                    },
-                ),
-                "attention_chunk_mb": _int_input(
-                    0,
-                    64,
-                    MAX_ATTENTION_CHUNK_MB,
-                    "LTX-2.5's diffusion VAE decoder, exact mode: the most MiB one neighbourhood attention "
-                    "call may hold on a GPU (its queries, keys, values and output for a run of rows). "
-                    "0: each GPU's whole band at once. Smaller uses less memory, same frames, slower.",
-                ),
-            },
-            "hidden": {"unique_id": "UNIQUE_ID"},
-        }
-
-    def decode(
-        self,
-        mgpu_model: MGPUModel,
-        latent: dict,
-        tile_size: int = AUTO,
-        overlap: int = DEFAULT_OVERLAP_PX,
-        temporal_size: int = AUTO,
-        temporal_overlap: int = DEFAULT_TEMPORAL_OVERLAP_FRAMES,
-        mode: str = DECODE_MODES[0],
-        attention_chunk_mb: int = 0,
-        unique_id=None,
-    ):
-        samples = latent.get("samples") if isinstance(latent, dict) else None
-        if isinstance(samples, torch.Tensor) and samples.dim() == 4:
-            raise ValueError(
-                "the LATENT holds only audio; decode it with LTXV Audio VAE Decode, or connect the audio+video "
-                "latent (LTXVConcatAVLatent) to decode both"
-            )
-        parts = split_latent(latent)
-        settings = TileSettings(tile_size, overlap, temporal_size, temporal_overlap)
-        video = parts.video.float().contiguous()
-        audio = None if parts.audio is None else parts.audio.float().contiguous()
-        chunk_bytes = int(attention_chunk_mb) * 2**20
-        # The checks, before any allocation.
-        VaeDecode(video=video, audio=audio, tiles=settings, mode=mode, na_chunk_bytes=chunk_bytes)
-        if min(video.shape[-2:]) < min_decode_cells(REFLECT):  # the answer depends on the decoder
-            check_decodable(tuple(video.shape), _padding_mode(mgpu_model.checkpoint))
-        wave = None
-        if parts.audio is not None:
-            # LTX-2.5's audio VAE is its own file, with the audio config in its metadata.
-            audio_file = mgpu_model.audio_vae or mgpu_model.checkpoint
-            wave = audio_output(read_checkpoint_config(audio_file), parts.audio.shape[2])
-        image_dims = image_shape(tuple(parts.video.shape))
-        wave_dims = None if wave is None else wave.shape(parts.audio.shape[0])
-        _check_shared_memory(4 * (math.prod(image_dims) + (0 if wave_dims is None else math.prod(wave_dims))))
-        # Workers write into these; the job unlinks their names when it ends (NOTE [shm lifetime]).
-        out_image = output_slot(image_dims, torch.float32)
-        out_audio = None if wave_dims is None else output_slot(wave_dims, torch.float32)
-        request = VaeDecode(
-            video=video,
-            audio=audio,
-            tiles=settings,
-            mode=mode,
-            na_chunk_bytes=chunk_bytes,
-            out_image=out_image,
-            out_audio=out_audio,
-        )
-        try:
-            # The tile count (the bar's length) comes with the workers' first progress report.
-            results = run_job(mgpu_model, request, node_id=unique_id, total=1)
-        finally:  # also when the group could not even start: no segment outlives the node call
-            for slot in (out_image, out_audio):
-                if slot is not None:
-                    shm.unlink(slot.spec.name)
-        first = results[0]
-        log.info(
-            "Distributed VAE Decode: %s decode on the %s backend (%s), %.2f s",
-            first.get("mode", "tiled"),
-            first.get("backend", "ltxcore"),
-            first.get("plan", ""),
-            max(r.get("total_s", 0.0) for r in results),
-        )
-        audio = None
-        if out_audio is not None:
-            audio = {"waveform": out_audio.tensor, "sample_rate": int(results[-1]["sample_rate"])}
-        return (out_image.tensor, audio)
-
-
-NODE_CLASSES = {"LTX2DistributedVAEDecode": (LTX2DistributedVAEDecode, "Distributed VAE Decode")}
+    try:
+        # The tile count (the bar's length) comes with the workers' first progress report.
+        results = run_job(mgpu_model, request, node_id=node_id, total=1)
+    finally:  # also when the group could not even start: no segment outlives the node call
+        for slot in (out_image, out_audio):
+            if slot is not None:
+                shm.unlink(slot.spec.name)
+    first = results[0]
+    log.info(
+        "Distributed VAE Decode: %s decode on the %s backend (%s), %.2f s",
+        first.get("mode", "tiled"),
+        first.get("backend", "ltxcore"),
+        first.get("plan", ""),
+        max(r.get("total_s", 0.0) for r in results),
+    )
+    audio = None
+    if out_audio is not None:
+        audio = {"waveform": out_audio.tensor, "sample_rate": int(results[-1]["sample_rate"])}
+    return (out_image.tensor, audio)

@@ -18,7 +18,6 @@ from ..workers.wire.constants import VIDEO_PIXELS_PER_CELL as PIXELS_PER_CELL
 from ..workers.wire.requests import AUTO, VaeEncode
 from ..workers.wire.vae_outputs import encoded_latent_shape as latent_shape
 from .jobs import run_job
-from .loader import CATEGORY
 
 log = logging.getLogger(__name__)
 MAX_TEMPORAL_FRAMES = 4096
@@ -87,53 +86,20 @@ def check_shared_memory(nbytes: int) -> None:
         )
 
 
-class LTX2DistributedVAEEncode:
-    DESCRIPTION = (
-        "Encodes frames (IMAGE) into an LTX-2 video LATENT with the frame split into bands over the worker "
-        "group's GPUs. Neighbouring GPUs swap the rows each layer needs, so the latent is the single-GPU "
-        "encode's (up to float rounding), whatever the GPU count. Takes what VAEEncode takes and crops the same way: sides to "
-        "multiples of 32 (centred), frames to 8k+1 (the last ones dropped)."
-    )
-    CATEGORY = CATEGORY
-    RETURN_TYPES = ("LATENT",)
-    RETURN_NAMES = ("latent",)
-    OUTPUT_TOOLTIPS = ("The video latent [1, 128, (frames-1)/8+1, H/32, W/32], as VAEEncode returns it.",)
-    FUNCTION = "encode"
-
-    @classmethod
-    def INPUT_TYPES(cls) -> dict:
-        return {
-            "required": {
-                "mgpu_model": ("MGPU_MODEL", {"tooltip": "From MGPU Loader (its checkpoint's VAE encodes)."}),
-                "pixels": ("IMAGE", {"tooltip": "Frames in 0..1, e.g. from LoadVideo + GetVideoComponents."}),
-                "temporal_size": (
-                    "INT",
-                    {
-                        "default": AUTO,
-                        "min": 0,
-                        "max": MAX_TEMPORAL_FRAMES,
-                        "step": FRAMES_PER_CELL,
-                        "tooltip": "Frames each GPU encodes at a time (multiple of 8); less uses less memory. "
-                        "The result does not depend on it. 0: about 2 GB of activations per GPU.",
-                    },
-                ),
-            },
-            "hidden": {"unique_id": "UNIQUE_ID"},
-        }
-
-    def encode(self, mgpu_model: MGPUModel, pixels: torch.Tensor, temporal_size: int = AUTO, unique_id=None):
-        frames = crop_like_native(pixels)
-        check_finite(frames)
-        shape = latent_shape(tuple(frames.shape))
-        plan = make_plan(shape[2:], mgpu_model.world_size, temporal_size)
-        check_shared_memory(frames.numel() * frames.element_size() + 4 * math.prod(shape))
-        out = output_slot(shape, torch.float32)  # ranks write their slabs into it
-        try:
-            request = VaeEncode(pixels=frames, temporal_frames=temporal_size, out_latent=out)
-            run_job(mgpu_model, request, node_id=unique_id, total=len(plan.chunks))
-        finally:  # also when the group could not even start: no segment outlives the node call
-            shm.unlink(out.spec.name)
-        return ({"samples": out.tensor},)
-
-
-NODE_CLASSES = {"LTX2DistributedVAEEncode": (LTX2DistributedVAEEncode, "Distributed VAE Encode")}
+def encode_pixels(
+    mgpu_model: MGPUModel, pixels: torch.Tensor, temporal_size: int = AUTO, node_id: str | None = None
+):
+    """Distributed VAE Encode: (LATENT,) of the frames `pixels`, cropped as VAEEncode crops them and
+    encoded in bands over the group's GPUs."""
+    frames = crop_like_native(pixels)
+    check_finite(frames)
+    shape = latent_shape(tuple(frames.shape))
+    plan = make_plan(shape[2:], mgpu_model.world_size, temporal_size)
+    check_shared_memory(frames.numel() * frames.element_size() + 4 * math.prod(shape))
+    out = output_slot(shape, torch.float32)  # ranks write their slabs into it
+    try:
+        request = VaeEncode(pixels=frames, temporal_frames=temporal_size, out_latent=out)
+        run_job(mgpu_model, request, node_id=node_id, total=len(plan.chunks))
+    finally:  # also when the group could not even start: no segment outlives the node call
+        shm.unlink(out.spec.name)
+    return ({"samples": out.tensor},)

@@ -95,6 +95,23 @@ def comfyui_in_process(root: Path) -> Iterator[ModuleType]:
             del sys.modules[name]
 
 
+def pack_node_classes() -> dict[str, type]:
+    """The pack's V3 node classes by node id (nodes/v3/), imported with the comfy_api of the ComfyUI named
+    by COMFYUI_PATH, as ComfyUI's loader gets them from the extension. Only comfy_api and what it imports
+    come in (not comfy.model_management: the file pickers list nothing, as outside ComfyUI); conftest
+    removes them, and these classes, after the test module."""
+    root = comfyui_root()
+    if str(root) not in sys.path:
+        sys.path.insert(0, str(root))
+    saved_dont_write_bytecode = sys.dont_write_bytecode
+    sys.dont_write_bytecode = True  # leave no __pycache__ in the ComfyUI checkout
+    try:
+        from ltx2_mgpu.nodes.v3 import NODES
+    finally:
+        sys.dont_write_bytecode = saved_dont_write_bytecode
+    return {cls.GET_SCHEMA().node_id: cls for cls in NODES}
+
+
 def _is_under(module: ModuleType, root: Path) -> bool:
     """Whether a module is ComfyUI's own (third-party ones, torch or av, stay imported). ComfyUI's
     `comfy` and several subpackages are namespace packages: no __file__, only __path__."""

@@ -47,10 +47,10 @@ def test_the_default_attention_travels_as_nothing(comfyui_attention):
 
 
 def test_comfyuis_attention_flag_reaches_the_workers(comfy, tiny, comfyui_attention):  # noqa: F811
-    from ltx2_mgpu.nodes.loader import LTX2MGPULoader
+    from ltx2_mgpu.nodes.loader import load_model
 
     comfyui_attention("split")
-    _mgpu, model, _info = LTX2MGPULoader().load(tiny.checkpoint.name, "cpu:2", "float32")
+    _mgpu, model, _info = load_model(tiny.checkpoint.name, "cpu:2", "float32")
     native = run_graph(comfy, comfy.model, Graph(sampler="euler"))
     ours = run_graph(comfy, model, Graph(sampler="euler"))
     replies = model.model.diffusion_model.call.last_replies
@@ -59,7 +59,7 @@ def test_comfyuis_attention_flag_reaches_the_workers(comfy, tiny, comfyui_attent
 
 
 def test_an_attention_the_workers_lack_is_refused_at_load(tiny, comfyui_attention):
-    from ltx2_mgpu.nodes.loader import LTX2MGPULoader
+    from ltx2_mgpu.nodes.loader import load_model
 
     manager = get_manager()
     manager.env[ATTENTION_ENV] = "no_such_attention"
@@ -67,6 +67,6 @@ def test_an_attention_the_workers_lack_is_refused_at_load(tiny, comfyui_attentio
         with pytest.raises(
             ValueError, match=r"attention function 'no_such_attention'.*Start ComfyUI without"
         ):
-            LTX2MGPULoader().load(tiny.checkpoint.name, "cpu:2", "float32")
+            load_model(tiny.checkpoint.name, "cpu:2", "float32")
     finally:
         manager.env.pop(ATTENTION_ENV, None)

@@ -119,9 +119,9 @@ def test_a_moved_weight_changes_the_key_and_a_weight_patched_in_place_does_not()
 
 
 def _sample_on_one_gpu(comfy, tiny, name: str) -> tuple[list[torch.Tensor], list]:  # noqa: F811
-    from ltx2_mgpu.nodes.loader import LTX2MGPULoader
+    from ltx2_mgpu.nodes.loader import load_model
 
-    _mgpu, model, _info = LTX2MGPULoader().load(tiny.checkpoint.name, "cuda:0", "float32")
+    _mgpu, model, _info = load_model(tiny.checkpoint.name, "cuda:0", "float32")
     call = model.model.diffusion_model.call
     replies, run_job = [], call._run_job
     call._run_job = lambda request: replies.append(run_job(request)) or replies[-1]

@@ -35,9 +35,9 @@ def relative(ours: torch.Tensor, native: torch.Tensor) -> float:
 
 
 def load_ours(tiny25, ranks: int, transformer, weights: str = "replicated") -> tuple[MGPUModel, str]:
-    from ltx2_mgpu.nodes.loader import LTX2MGPULoader
+    from ltx2_mgpu.nodes.loader import load_model
 
-    model, _native_model, info = LTX2MGPULoader().load(
+    model, _native_model, info = load_model(
         transformer.name,
         f"cpu:{ranks}",
         "float32",
@@ -98,9 +98,9 @@ def native_sample(
 
 
 def our_sample(model: MGPUModel, positive, negative, latent, sigmas) -> list[torch.Tensor]:
-    from ltx2_mgpu.nodes.sp_sampler import LTX2SPSampler
+    from ltx2_mgpu.nodes.sp_sampler import sample_latent
 
-    (out,) = LTX2SPSampler().sample(
+    (out,) = sample_latent(
         model, positive, negative, latent, sigmas, "euler_ancestral", CFG_VIDEO, CFG_AUDIO, SEED
     )
     return [t.clone() for t in out["samples"].unbind()]
@@ -124,7 +124,7 @@ def test_sp_sampler_matches_native_dual_cfg(native25, ours25):  # noqa: F811
 
 
 def test_distributed_vae_decode_matches_vaedecode_and_audio_decode(native25, ours25):  # noqa: F811
-    from ltx2_mgpu.nodes.vae_decode import LTX2DistributedVAEDecode
+    from ltx2_mgpu.nodes.vae_decode import decode_latent
 
     model, _ = ours25
     gen = torch.Generator().manual_seed(3)
@@ -137,7 +137,7 @@ def test_distributed_vae_decode_matches_vaedecode_and_audio_decode(native25, our
     (latent,) = native25.lt.LTXVConcatAVLatent.execute(
         {"samples": video}, {"samples": audio, "type": "audio"}
     )
-    images, ours_audio = LTX2DistributedVAEDecode().decode(model, latent, mode="exact")
+    images, ours_audio = decode_latent(model, latent, mode="exact")
     v_rel = relative(images, frames)
     a_rel = relative(ours_audio["waveform"], sound["waveform"])
     print(f"\n[LTX-2.5 decode, {model.world_size} ranks] video rel {v_rel:.2e} | audio rel {a_rel:.2e}")
@@ -146,7 +146,7 @@ def test_distributed_vae_decode_matches_vaedecode_and_audio_decode(native25, our
 
 
 def test_tdp_one_tile_matches_native_stage2(native25, ours25, tiny25):  # noqa: F811
-    from ltx2_mgpu.nodes.tdp_upscaler import LTX2TDPUpscaler
+    from ltx2_mgpu.nodes.tdp_upscaler import tdp_upscale
 
     model, _ = ours25
     positive, negative, _latent, sigmas = inputs(native25)
@@ -168,7 +168,7 @@ def test_tdp_one_tile_matches_native_stage2(native25, ours25, tiny25):  # noqa: 
             latent,
         )[0]["samples"].unbind()
     stage1 = {"samples": native25.NestedTensor((video, audio))}
-    (out,) = LTX2TDPUpscaler().upscale(
+    (out,) = tdp_upscale(
         model, positive, negative, stage1, tiny25.spatial_upscaler.name, "euler_ancestral", CFG_VIDEO, SEED,
         "1x1", 0, sigmas=sigmas,
     )  # fmt: skip
@@ -280,13 +280,13 @@ def test_ltxcore_backend_refuses_ltx25_before_loading(tiny25):
 def test_mgpu_text_encode_gemma4_matches_clip_text_encode(native25, ours25, tiny25):  # noqa: F811
     """With a float32 MGPU Loader (ours25): Gemma 4 is loaded by ComfyUI's load_clip, which holds it in
     the file's dtype whatever the loader's weight_dtype, as CLIPLoader does."""
-    from ltx2_mgpu.nodes.text_encode import LTX2MGPUTextEncode
+    from ltx2_mgpu.nodes.text_encode import encode_prompt
 
     model, _ = ours25
     prompt = "A red fox runs through fresh snow at dawn, cinematic."
     with torch.inference_mode():
         (native,) = native25.nodes.CLIPTextEncode().encode(native25.clip, prompt)
-    (ours,) = LTX2MGPUTextEncode().encode(model, tiny25.text_encoder.name, prompt)
+    (ours,) = encode_prompt(model, tiny25.text_encoder.name, prompt)
     rel = relative(ours[0][0], native[0][0])
     print(
         f"\n[LTX-2.5 Gemma 4 text encode, {model.world_size} ranks] rel {rel:.2e}, {ours[0][0].shape[1]} tokens"
@@ -297,29 +297,29 @@ def test_mgpu_text_encode_gemma4_matches_clip_text_encode(native25, ours25, tiny
 
 def test_distributed_vae_encode_matches_vaeencode(native25, ours25):  # noqa: F811
     """The 2.5 video VAE keeps LTX-2's conv encoder: encoded in bands over the group as for LTX-2."""
-    from ltx2_mgpu.nodes.vae_encode import LTX2DistributedVAEEncode
+    from ltx2_mgpu.nodes.vae_encode import encode_pixels
 
     model, _ = ours25
     pixels = torch.rand(FRAMES, HEIGHT, WIDTH, 3, generator=torch.Generator().manual_seed(5))
     with torch.inference_mode():
         (native,) = native25.nodes.VAEEncode().encode(native25.video_vae, pixels)
-    (ours,) = LTX2DistributedVAEEncode().encode(model, pixels)
+    (ours,) = encode_pixels(model, pixels)
     rel = relative(ours["samples"], native["samples"])
     print(f"\n[LTX-2.5 encode, {model.world_size} ranks] rel {rel:.2e}")
     assert rel <= RELATIVE_TOLERANCE
 
 
 def test_loader_refuses_ltx25_on_ltxcore_before_any_worker(native25, tiny25):  # noqa: F811
-    from ltx2_mgpu.nodes.loader import LTX2MGPULoader
+    from ltx2_mgpu.nodes.loader import load_model
 
     before = get_manager().group
     with pytest.raises(ValueError, match=r"is LTX-2\.5; the ltx-core backend.*inside ComfyUI"):
-        LTX2MGPULoader().load(
+        load_model(
             tiny25.transformer.name, "cpu:1", "float32", mode="reference",
             video_vae_name=tiny25.video_vae.name, audio_vae_name=tiny25.audio_vae.name,
         )  # fmt: skip
     with pytest.raises(ValueError, match=r"is an audio VAE but was given as the video VAE of"):
-        LTX2MGPULoader().load(
+        load_model(
             tiny25.transformer.name, "cpu:1", "float32",
             video_vae_name=tiny25.audio_vae.name, audio_vae_name=tiny25.audio_vae.name,
         )  # fmt: skip
@@ -328,10 +328,10 @@ def test_loader_refuses_ltx25_on_ltxcore_before_any_worker(native25, tiny25):  #
 
 def test_distributed_decode_of_the_conv_decoder_option_is_split_and_native(native25, tiny25):  # noqa: F811
     """With LTX-2.5's conv-decoder VAE the decode is split in bands over the group, = VAEDecode."""
-    from ltx2_mgpu.nodes.loader import LTX2MGPULoader
-    from ltx2_mgpu.nodes.vae_decode import LTX2DistributedVAEDecode
+    from ltx2_mgpu.nodes.loader import load_model
+    from ltx2_mgpu.nodes.vae_decode import decode_latent
 
-    model, _native_model, _info = LTX2MGPULoader().load(
+    model, _native_model, _info = load_model(
         tiny25.transformer.name, "cpu:2", "float32",
         video_vae_name=tiny25.conv_video_vae.name, audio_vae_name=tiny25.audio_vae.name,
     )  # fmt: skip
@@ -339,7 +339,7 @@ def test_distributed_decode_of_the_conv_decoder_option_is_split_and_native(nativ
     try:
         with torch.inference_mode():
             (native,) = native25.nodes.VAEDecode().decode(native25.conv_video_vae, {"samples": video})
-        images, _audio = LTX2DistributedVAEDecode().decode(model, {"samples": video}, mode="exact")
+        images, _audio = decode_latent(model, {"samples": video}, mode="exact")
     finally:
         get_manager().unload()
         assert_no_leaks()

@@ -42,15 +42,15 @@ def keep_replies(monkeypatch) -> list[list[dict]]:
 
 @pytest.mark.parametrize("ranks", (2, 3))
 def test_gemma4_layer_split_matches_clip_text_encode(native25, tiny25, ranks, monkeypatch):  # noqa: F811
-    from ltx2_mgpu.nodes.text_encode import LTX2MGPUTextEncode
+    from ltx2_mgpu.nodes.text_encode import encode_prompt
 
     replies = keep_replies(monkeypatch)
     with torch.inference_mode():
         (native,) = native25.nodes.CLIPTextEncode().encode(native25.clip, PROMPT)
     model, _ = load_ours(tiny25, ranks, tiny25.transformer)
     try:
-        (ours,) = LTX2MGPUTextEncode().encode(model, tiny25.text_encoder.name, PROMPT, placement="layers")
-        (again,) = LTX2MGPUTextEncode().encode(model, tiny25.text_encoder.name, PROMPT, placement="auto")
+        (ours,) = encode_prompt(model, tiny25.text_encoder.name, PROMPT, placement="layers")
+        (again,) = encode_prompt(model, tiny25.text_encoder.name, PROMPT, placement="auto")
     finally:
         get_manager().unload()
         assert_no_leaks()
@@ -78,14 +78,14 @@ def test_gemma4_layer_split_matches_clip_text_encode(native25, tiny25, ranks, mo
 
 def test_gemma4_auto_runs_whole_on_rank0_when_it_fits(native25, tiny25, monkeypatch):  # noqa: F811
     """The tiny file fits rank 0 with room to spare: "auto" runs it there, the other rank holds none."""
-    from ltx2_mgpu.nodes.text_encode import LTX2MGPUTextEncode
+    from ltx2_mgpu.nodes.text_encode import encode_prompt
 
     replies = keep_replies(monkeypatch)
     with torch.inference_mode():
         (native,) = native25.nodes.CLIPTextEncode().encode(native25.clip, PROMPT)
     model, _ = load_ours(tiny25, 2, tiny25.transformer)
     try:
-        (ours,) = LTX2MGPUTextEncode().encode(model, tiny25.text_encoder.name, PROMPT, placement="auto")
+        (ours,) = encode_prompt(model, tiny25.text_encoder.name, PROMPT, placement="auto")
     finally:
         get_manager().unload()
         assert_no_leaks()
@@ -104,11 +104,11 @@ def test_gemma4_layer_split_on_gpus_equals_whole_on_one(native25, tiny25, monkey
     """On GPUs (two workers sharing one GPU: gloo through the host; two GPUs: NCCL send/recv): the
     split gives bit for bit what the whole encoder gives on the first GPU (ComfyUI's bf16 projection
     on GPUs makes both differ from the CPU's native run)."""
-    from ltx2_mgpu.nodes.loader import LTX2MGPULoader
-    from ltx2_mgpu.nodes.text_encode import LTX2MGPUTextEncode
+    from ltx2_mgpu.nodes.loader import load_model
+    from ltx2_mgpu.nodes.text_encode import encode_prompt
 
     replies = keep_replies(monkeypatch)
-    model, _native_model, _info = LTX2MGPULoader().load(
+    model, _native_model, _info = load_model(
         tiny25.transformer.name,
         devices,
         "float32",
@@ -117,8 +117,8 @@ def test_gemma4_layer_split_on_gpus_equals_whole_on_one(native25, tiny25, monkey
     )
     try:
         encoder = tiny25.text_encoder.name
-        (whole,) = LTX2MGPUTextEncode().encode(model, encoder, PROMPT, placement="replicas")
-        (split,) = LTX2MGPUTextEncode().encode(model, encoder, PROMPT, placement="layers")
+        (whole,) = encode_prompt(model, encoder, PROMPT, placement="replicas")
+        (split,) = encode_prompt(model, encoder, PROMPT, placement="layers")
     finally:
         get_manager().unload()
         assert_no_leaks()
@@ -141,8 +141,8 @@ def test_gemma4_12b_layer_split_on_one_gpu_equals_whole(tiny25, monkeypatch):
 
     from safetensors import safe_open
 
-    from ltx2_mgpu.nodes.loader import LTX2MGPULoader
-    from ltx2_mgpu.nodes.text_encode import LTX2MGPUTextEncode
+    from ltx2_mgpu.nodes.loader import load_model
+    from ltx2_mgpu.nodes.text_encode import encode_prompt
 
     with safe_open(str(tiny25.text_encoder), "pt") as f:  # the tiny transformer's stream widths
         widths = [f.get_slice(f"text_embedding_projection.{s}_aggregate_embed.weight").get_shape()[0]
@@ -158,13 +158,13 @@ def test_gemma4_12b_layer_split_on_one_gpu_equals_whole(tiny25, monkeypatch):
     )
     assert done.returncode == 0, done.stderr[-3000:]
     replies = keep_replies(monkeypatch)
-    model, _native_model, _info = LTX2MGPULoader().load(
+    model, _native_model, _info = load_model(
         tiny25.transformer.name, "cuda:0,cuda:0", "float32",
         video_vae_name=tiny25.video_vae.name, audio_vae_name=tiny25.audio_vae.name,
     )  # fmt: skip
     try:
-        (whole,) = LTX2MGPUTextEncode().encode(model, path.name, PROMPT, placement="replicas")
-        (split,) = LTX2MGPUTextEncode().encode(model, path.name, PROMPT, placement="layers")
+        (whole,) = encode_prompt(model, path.name, PROMPT, placement="replicas")
+        (split,) = encode_prompt(model, path.name, PROMPT, placement="layers")
     finally:
         get_manager().unload()
         path.unlink()

@@ -21,7 +21,7 @@ def test_node_one_tile_on_the_comfy_backend_is_native_stage2(comfy, tiny):  # no
     from comfy_extras import nodes_custom_sampler as cs
     from comfy_extras import nodes_hunyuan, nodes_lt_upsampler
 
-    from ltx2_mgpu.nodes.tdp_upscaler import LTX2TDPUpscaler
+    from ltx2_mgpu.nodes.tdp_upscaler import tdp_upscale
 
     folder_paths.add_model_folder_path("latent_upscale_models", str(tiny.spatial_upscaler.parent))
     inputs = stage1_inputs()
@@ -44,7 +44,7 @@ def test_node_one_tile_on_the_comfy_backend_is_native_stage2(comfy, tiny):  # no
     )  # fmt: skip
     stage1 = {"samples": comfy.NestedTensor((inputs.video, inputs.audio))}
     try:
-        (out,) = LTX2TDPUpscaler().upscale(
+        (out,) = tdp_upscale(
             model, inputs.positive, inputs.negative, stage1, tiny.spatial_upscaler.name, SAMPLER, CFG, SEED,
             "1x1", 0, sigmas=sigmas,
         )  # fmt: skip

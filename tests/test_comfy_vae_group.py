@@ -81,7 +81,7 @@ def group_model(request, tiny, comfy) -> Iterator[MGPUModel]:  # noqa: F811 (the
 
 def test_decode_equals_vae_decode_and_audio_vae_decode(comfy, group_model, ops_run):  # noqa: F811
     import nodes  # ComfyUI's nodes.py (the comfy fixture put its root first on sys.path)
-    from ltx2_mgpu.nodes.vae_decode import LTX2DistributedVAEDecode
+    from ltx2_mgpu.nodes.vae_decode import decode_latent
 
     generator = torch.Generator().manual_seed(3)
     video = torch.randn(VIDEO_LATENT, generator=generator)
@@ -93,7 +93,7 @@ def test_decode_equals_vae_decode_and_audio_vae_decode(comfy, group_model, ops_r
         (native_image,) = nodes.VAEDecode().decode(comfy.vae, {"samples": video})
         (native_audio,) = comfy.lt_audio.LTXVAudioVAEDecode.execute({"samples": audio}, comfy.audio_vae)
     (latent,) = comfy.lt.LTXVConcatAVLatent.execute({"samples": video}, {"samples": audio})
-    image, ours_audio = LTX2DistributedVAEDecode().decode(group_model, latent, mode="exact")
+    image, ours_audio = decode_latent(group_model, latent, mode="exact")
     replies = dict(ops_run)["vae_decode"]
     print(
         f"\n[comfy vae decode] {group_model.world_size} rank(s): image max|d| "
@@ -111,12 +111,12 @@ def test_decode_equals_vae_decode_and_audio_vae_decode(comfy, group_model, ops_r
 
 def test_encode_equals_vae_encode(comfy, group_model, ops_run):  # noqa: F811
     import nodes
-    from ltx2_mgpu.nodes.vae_encode import LTX2DistributedVAEEncode
+    from ltx2_mgpu.nodes.vae_encode import encode_pixels
 
     pixels = torch.rand(ENCODE_PIXELS, generator=torch.Generator().manual_seed(4))
     with torch.inference_mode():
         (native,) = nodes.VAEEncode().encode(comfy.vae, pixels)
-    (ours,) = LTX2DistributedVAEEncode().encode(group_model, pixels)
+    (ours,) = encode_pixels(group_model, pixels)
     replies = dict(ops_run)["vae_encode"]
     relative = (ours["samples"] - native["samples"]).abs().max().item() / native["samples"].abs().max().item()
     print(f"\n[comfy vae encode] {group_model.world_size} rank(s): relative error {relative:.2e}")
@@ -127,14 +127,14 @@ def test_encode_equals_vae_encode(comfy, group_model, ops_run):  # noqa: F811
 
 def test_sampler_then_decode_loads_the_file_once(comfy, tiny, ops_run):  # noqa: F811
     import nodes
-    from ltx2_mgpu.nodes.vae_decode import LTX2DistributedVAEDecode
+    from ltx2_mgpu.nodes.vae_decode import decode_latent
 
     get_manager().unload()  # a fresh group: every load of this workflow is counted
     model = comfy_model(tiny.checkpoint, 2)
     case = CASES["t2v-video_only-euler-cfg3"]
     try:
         (samples,) = our_sample(comfy, model, case, *native_inputs(comfy, case))
-        image, audio = LTX2DistributedVAEDecode().decode(model, {"samples": samples}, mode="exact")
+        image, audio = decode_latent(model, {"samples": samples}, mode="exact")
         image = image.clone()  # (ComfyUI's VAEDecode below runs in this process, not in the group)
     finally:
         get_manager().unload()
@@ -163,7 +163,7 @@ def test_file_without_vae_is_refused_by_name(comfy, tiny, tmp_path):  # noqa: F8
     from safetensors import safe_open
     from safetensors.torch import save_file
 
-    from ltx2_mgpu.nodes.vae_decode import LTX2DistributedVAEDecode
+    from ltx2_mgpu.nodes.vae_decode import decode_latent
 
     stripped = tmp_path / "transformer-only.safetensors"
     with safe_open(str(tiny.checkpoint), framework="pt") as f:
@@ -176,7 +176,7 @@ def test_file_without_vae_is_refused_by_name(comfy, tiny, tmp_path):  # noqa: F8
             with pytest.raises(
                 ValueError, match=r"transformer-only\.safetensors holds no video VAE \(vae\.\*"
             ):
-                LTX2DistributedVAEDecode().decode(model, latent, mode="exact")
+                decode_latent(model, latent, mode="exact")
         assert get_manager().group is not None and get_manager().group.is_alive
     finally:
         get_manager().unload()

@@ -455,14 +455,12 @@ def test_the_loaders_model_output_is_replicated(comfy, tiny, option):  # noqa: F
     option gives replicated's result."""
     from test_group_model import Graph, run_graph
 
-    from ltx2_mgpu.nodes.loader import LTX2MGPULoader
+    from ltx2_mgpu.nodes.loader import load_model
 
     out = {}
     try:
         for weights in ("replicated", option):
-            mgpu, model, _info = LTX2MGPULoader().load(
-                tiny.checkpoint.name, "cpu:2", "float32", weights=weights
-            )
+            mgpu, model, _info = load_model(tiny.checkpoint.name, "cpu:2", "float32", weights=weights)
             assert mgpu.weights == weights and model is not None
             out[weights] = run_graph(comfy, model, Graph())
     finally:
@@ -497,15 +495,13 @@ def check_guidance_parity(comfy, tiny, ranks: int, devices: str) -> None:  # noq
     from test_group_model import GRAPHS, run_graph
     from test_sp_sampler_guider import sp_sampler
 
-    from ltx2_mgpu.nodes.loader import LTX2MGPULoader
+    from ltx2_mgpu.nodes.loader import load_model
 
     name, passes = UNEVEN_PASSES[ranks]
     out, replies = {}, {}
     try:
         for weights in ("replicated", "sharded"):
-            mgpu, model, _info = LTX2MGPULoader().load(
-                tiny.checkpoint.name, devices, "float32", weights=weights
-            )
+            mgpu, model, _info = load_model(tiny.checkpoint.name, devices, "float32", weights=weights)
             mgpu = replace(mgpu, guidance_groups=ranks)
             replies[weights] = []
             out[weights] = run_graph(comfy, model, GRAPHS[name], sample=sp_sampler(mgpu, replies[weights]))

@@ -142,9 +142,9 @@ def streams(samples) -> list[torch.Tensor]:
 
 
 def our_sample(comfy, mgpu, case: Case, positive, negative, latent, sigmas) -> list[torch.Tensor]:
-    from ltx2_mgpu.nodes.sp_sampler import LTX2SPSampler
+    from ltx2_mgpu.nodes.sp_sampler import sample_latent
 
-    (out,) = LTX2SPSampler().sample(
+    (out,) = sample_latent(
         mgpu, positive, negative, latent, sigmas, case.sampler, case.cfg, case.cfg_audio, SEED
     )
     if case.audio:

@@ -21,6 +21,7 @@ Run: COMFYUI_PATH=/path/to/ComfyUI <ComfyUI's python> -m pytest tests/test_comfy
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -33,13 +34,13 @@ from comfyui_harness import (
     comfyui_root,
     is_live_worker,
     make_layout,
+    pack_node_classes,
     saved_files,
     status_message,
     wait_until,
     worker_processes,
 )
 
-from ltx2_mgpu.nodes import NODE_CLASS_MAPPINGS, NODE_DISPLAY_NAME_MAPPINGS
 from ltx2_mgpu.workers.embedded.tiny_model import CAPTION_CHANNELS
 from ltx2_mgpu.workers.wire import shm
 
@@ -47,7 +48,8 @@ pytestmark = pytest.mark.comfyui
 
 # Nodes every build has; DESIGN.md lists the others, checked here as soon as they are registered.
 CORE_NODES = ("LTX2MGPULoader", "LTX2SPSampler")
-PLANNED_NODES = ("LTX2TDPUpscaler", "LTX2DistributedVAEDecode", "LTX2MGPUTextEncode")
+# Inputs that list a ComfyUI model folder's files.
+FILE_PICKERS = {"ckpt_name", "upscale_model", "lora_name", "video_vae_name", "audio_vae_name", "text_encoder"}
 WORKERS = 2  # the graph asks for gpus "cpu:2"
 # One prompt on 2 CPU ranks: group start ~5-10 s, load, 4 steps, decode, mp4 (~20 s measured on
 # the 2-core CI box when idle); generous because CI machines are shared.
@@ -182,32 +184,40 @@ def server(comfyui_server) -> ComfyUIServer:
 
 
 def test_object_info_lists_every_node_of_the_pack(server, tiny):
+    """What ComfyUI serves is what the V3 classes declare (read here through the same comfy_api), whose
+    ids, inputs and outputs tests/test_node_contract.py holds to the saved workflows' contract."""
     info = server.get("/object_info")
-    assert set(CORE_NODES) <= NODE_CLASS_MAPPINGS.keys()
-    missing = [node for node in NODE_CLASS_MAPPINGS if node not in info]
+    classes = pack_node_classes()
+    assert set(CORE_NODES) <= classes.keys()
+    missing = [node for node in classes if node not in info]
     assert not missing, f"not served by ComfyUI (import failed?): {missing}\n{server.log_tail()}"
     assert "TinyLTX2Conditioning" in info
-    for node_id, cls in NODE_CLASS_MAPPINGS.items():
-        entry = info[node_id]
+    for node_id, cls in classes.items():
+        entry, schema = info[node_id], cls.GET_SCHEMA()
         assert entry["python_module"] == f"custom_nodes.{PACK_FOLDER}"
-        assert entry["display_name"] == NODE_DISPLAY_NAME_MAPPINGS[node_id]
-        assert entry["output"] == list(cls.RETURN_TYPES)
-        declared = cls.INPUT_TYPES()  # outside ComfyUI: file lists are empty
+        assert (entry["display_name"], entry["category"]) == (schema.display_name, schema.category)
+        assert (entry["output"], entry["output_name"]) == (list(cls.RETURN_TYPES), list(cls.RETURN_NAMES))
+        # As JSON, as served. Outside ComfyUI a file picker lists only its fixed choices ("None"...), which
+        # come first in the served list, the folder's files after them.
+        declared = json.loads(json.dumps(cls.INPUT_TYPES()))
+        assert list(entry["input"]) == list(declared), node_id  # required, optional, hidden
+        assert entry["input"].get("hidden") == declared.get("hidden"), node_id  # the node id, for progress
         for section in ("required", "optional"):
-            served = entry["input"].get(section, {})
-            assert list(served) == list(declared.get(section, {})), (node_id, section)
-            for name, spec in declared.get(section, {}).items():
-                if isinstance(spec[0], (list, tuple)):
-                    assert isinstance(served[name][0], list), (node_id, name)  # a combo stays a combo
-                else:
-                    assert served[name][0] == spec[0], (node_id, name)
-                # File pickers list ComfyUI's model folders.
-                if name == "ckpt_name":
-                    assert tiny.checkpoint.name in served[name][0], (node_id, served[name][0])
-                elif "upscale" in name and isinstance(spec[0], (list, tuple)):
-                    assert tiny.spatial_upscaler.name in served[name][0], (node_id, served[name][0])
-    present = [node for node in PLANNED_NODES if node in NODE_CLASS_MAPPINGS]
-    print(f"\n[server] /object_info serves {sorted(NODE_CLASS_MAPPINGS)} (planned ones present: {present})")
+            inputs, served = declared.get(section, {}), entry["input"].get(section, {})
+            assert list(served) == list(inputs), (node_id, section)
+            for name, (kind, options) in inputs.items():
+                served_kind, served_options = served[name][0], dict(served[name][1])
+                if kind == "COMBO":
+                    choices, served_choices = options.pop("options"), served_options.pop("options")
+                    files = served_choices[len(choices) :] if name in FILE_PICKERS else []
+                    assert served_choices == choices + files, (node_id, name, served_choices)
+                assert (served_kind, served_options) == (kind, options), (node_id, name)
+        for name, spec in entry["input"]["required"].items():
+            if name == "ckpt_name":
+                assert tiny.checkpoint.name in spec[1]["options"], (node_id, spec)
+            elif name == "upscale_model":
+                assert tiny.spatial_upscaler.name in spec[1]["options"], (node_id, spec)
+    print(f"\n[server] /object_info serves {sorted(classes)}")
 
 
 def test_workflow_templates_list_the_example_workflows(server):

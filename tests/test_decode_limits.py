@@ -11,7 +11,7 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from ltx2_mgpu.nodes.vae_decode import LTX2DistributedVAEDecode
+from ltx2_mgpu.nodes.vae_decode import decode_latent
 from ltx2_mgpu.workers.rank.ops import InputRejected, read_request
 from ltx2_mgpu.workers.rank.ops_vae import validate
 from ltx2_mgpu.workers.strategies.decode_limits import check_decodable, min_decode_cells
@@ -44,7 +44,7 @@ def test_the_node_refuses_before_starting_any_worker(tmp_path):
     started = _checkpoint_with(tmp_path / "conv.safetensors", "vae.decoder.conv_in.conv.weight")
     latent = {"samples": torch.zeros(1, 128, 2, 1, 1)}
     with pytest.raises(ValueError, match=r"\[B, 128, F, 2, 2\]"):
-        LTX2DistributedVAEDecode().decode(started, latent)
+        decode_latent(started, latent)
 
 
 def test_the_node_lets_one_cell_through_to_the_diffusion_decoder(tmp_path):
@@ -53,7 +53,7 @@ def test_the_node_lets_one_cell_through_to_the_diffusion_decoder(tmp_path):
     latent = {"samples": torch.zeros(1, 128, 2, 1, 1)}
     # Past the size check, on to the workers (which the stand-in cannot start).
     with pytest.raises(AttributeError) as failed:
-        LTX2DistributedVAEDecode().decode(started, latent)
+        decode_latent(started, latent)
     assert "'checkpoint'" not in str(failed.value) and "no attribute" in str(failed.value)
 
 

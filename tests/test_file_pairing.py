@@ -16,9 +16,9 @@ from safetensors.torch import save_file
 
 from conftest import worker_children
 from ltx2_mgpu.nodes import jobs, text_encode
-from ltx2_mgpu.nodes.loader import LTX2MGPULoader
-from ltx2_mgpu.nodes.mgpu_lora import LTX2MGPULoRA
-from ltx2_mgpu.nodes.text_encode import LTX2MGPUTextEncode
+from ltx2_mgpu.nodes.loader import load_model
+from ltx2_mgpu.nodes.mgpu_lora import add_lora
+from ltx2_mgpu.nodes.text_encode import encode_prompt
 from ltx2_mgpu.workers.group.manager import MGPUModel
 from ltx2_mgpu.workers.wire.model_files import read_safetensors_header
 
@@ -57,9 +57,9 @@ def ltx2_lora(checkpoint: Path, path: Path) -> Path:
 
 def test_ltx2_lora_on_ltx23_model_is_refused_naming_both(tiny, tiny23, tmp_path, no_jobs):
     lora = ltx2_lora(tiny.checkpoint, tmp_path / "ltx2-style-lora.safetensors")
-    LTX2MGPULoRA().apply(MGPUModel(checkpoint=str(tiny.checkpoint)), str(lora), 1.0)  # fits its own release
+    add_lora(MGPUModel(checkpoint=str(tiny.checkpoint)), str(lora), 1.0)  # fits its own release
     with pytest.raises(ValueError) as refused:
-        LTX2MGPULoRA().apply(MGPUModel(checkpoint=str(tiny23)), str(lora), 1.0)
+        add_lora(MGPUModel(checkpoint=str(tiny23)), str(lora), 1.0)
     message = str(refused.value)
     assert (
         "LoRA ltx2-style-lora.safetensors is for LTX-2 but the model ltx23-tiny.safetensors is LTX-2.3"
@@ -73,7 +73,7 @@ def test_ltx25_lora_on_ltx23_model_is_refused_by_its_metadata(tiny25, tiny23, no
     with pytest.raises(
         ValueError, match=r"ltx-2\.5-tiny-lora\.safetensors is for LTX-2\.5 but the model ltx23-tiny"
     ):
-        LTX2MGPULoRA().apply(MGPUModel(checkpoint=str(tiny23)), str(tiny25.lora), 1.0)
+        add_lora(MGPUModel(checkpoint=str(tiny23)), str(tiny25.lora), 1.0)
     assert no_jobs == [] and worker_children() == []
 
 
@@ -82,7 +82,7 @@ def test_text_encoder_without_the_projection_ltx25_needs_is_refused(tiny, tiny25
     gemma3 = tmp_path / "gemma3.safetensors"
     save_file({"model.layers.0.input_layernorm.weight": torch.zeros(4)}, str(gemma3))
     with pytest.raises(ValueError) as refused:
-        LTX2MGPUTextEncode().encode(model, str(gemma3), "a cat")
+        encode_prompt(model, str(gemma3), "a cat")
     assert "gemma3.safetensors is not Gemma 4" in str(refused.value)
     assert "ltx-2.5-tiny-transformer-bf16.safetensors (LTX-2.5" in str(refused.value)
     assert "gemma4-12b-with-proj-ltx-2.5" in str(refused.value)
@@ -94,13 +94,13 @@ def test_text_encoder_without_the_projection_ltx25_needs_is_refused(tiny, tiny25
     save_file(no_proj, str(tmp_path / "gemma4-no-proj.safetensors"))
     with pytest.raises(ValueError, match=r"gemma4-no-proj\.safetensors is Gemma 4 without the LTX projection.*"
                        r"ltx-2\.5-tiny-transformer-bf16\.safetensors \(LTX-2\.5\).*with-proj"):  # fmt: skip
-        LTX2MGPUTextEncode().encode(model, str(tmp_path / "gemma4-no-proj.safetensors"), "a cat")
+        encode_prompt(model, str(tmp_path / "gemma4-no-proj.safetensors"), "a cat")
     assert no_jobs == [] and worker_children() == []
 
 
 def test_gemma4_on_an_ltx23_model_is_refused(tiny25, tiny23, no_jobs):
     with pytest.raises(ValueError) as refused:
-        LTX2MGPUTextEncode().encode(MGPUModel(checkpoint=str(tiny23)), str(tiny25.text_encoder), "a cat")
+        encode_prompt(MGPUModel(checkpoint=str(tiny23)), str(tiny25.text_encoder), "a cat")
     message = str(refused.value)
     assert "gemma4-tiny-with-proj-ltx-2.5.safetensors is Gemma 4" in message
     assert "the model ltx23-tiny.safetensors is LTX-2.3; pick Gemma 3 12B" in message
@@ -130,13 +130,13 @@ def test_formats_comfyui_cannot_read_are_refused_by_the_loader(tmp_path, no_jobs
     }
     for path, message in cases.items():
         with pytest.raises(ValueError, match=message):
-            LTX2MGPULoader().load(str(path), "cpu", "bfloat16")
+            load_model(str(path), "cpu", "bfloat16")
     assert no_jobs == [] and worker_children() == []
 
 
 def test_ltx23_checkpoint_as_the_vae_of_an_ltx25_transformer_is_refused(tiny25, tiny23, no_jobs):
     with pytest.raises(ValueError) as refused:
-        LTX2MGPULoader().load(str(tiny25.transformer), "cpu", "bfloat16", video_vae_name=str(tiny23))
+        load_model(str(tiny25.transformer), "cpu", "bfloat16", video_vae_name=str(tiny23))
     message = str(refused.value)
     assert "ltx23-tiny.safetensors is an LTX-2.3 checkpoint, not a VAE file" in message
     assert "the LTX-2.5 model ltx-2.5-tiny-transformer-bf16.safetensors" in message

@@ -67,9 +67,9 @@ _results: dict[tuple[str, int, str], list[torch.Tensor]] = {}
 @pytest.fixture(scope="module", params=RANKS, ids=lambda n: f"{n}ranks")
 def group_model(request, comfy, tiny):  # noqa: F811 (the imported fixture)
     """The MGPU Loader's outputs on `request.param` CPU ranks, float32."""
-    from ltx2_mgpu.nodes.loader import LTX2MGPULoader
+    from ltx2_mgpu.nodes.loader import load_model
 
-    mgpu, model, _info = LTX2MGPULoader().load(tiny.checkpoint.name, f"cpu:{request.param}", "float32")
+    mgpu, model, _info = load_model(tiny.checkpoint.name, f"cpu:{request.param}", "float32")
     assert model is not None and mgpu.backend == "comfy"
     yield model
     get_manager().unload()
@@ -311,11 +311,11 @@ def test_the_loaders_lora_reaches_every_model_call(comfy, group_model, tiny, lor
     import folder_paths
 
     import nodes  # ComfyUI's nodes.py
-    from ltx2_mgpu.nodes.loader import LTX2MGPULoader
+    from ltx2_mgpu.nodes.loader import load_model
 
     folder_paths.add_model_folder_path("loras", str(lora_files["lora"].parent))
     name, ranks = lora_files["lora"].name, group_model.model.diffusion_model.call.recipe.world_size
-    _, ours_model, _info = LTX2MGPULoader().load(
+    _, ours_model, _info = load_model(
         tiny.checkpoint.name, f"cpu:{ranks}", "float32", lora_name=name, lora_strength=0.8
     )
     (native_model,) = nodes.LoraLoaderModelOnly().load_lora_model_only(comfy.model, name, 0.8)

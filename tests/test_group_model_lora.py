@@ -83,11 +83,11 @@ def test_two_lora_nodes_chained(comfy, group_model, loras):  # noqa: F811
 
 def test_lora_node_after_the_loaders_lora(comfy, group_model, tiny, loras):  # noqa: F811
     """The loader's lora_name, then a LoraLoaderModelOnly: composed in that order, as two nodes natively."""
-    from ltx2_mgpu.nodes.loader import LTX2MGPULoader
+    from ltx2_mgpu.nodes.loader import load_model
 
     first, second = loras
     ranks = group_model.model.diffusion_model.call.recipe.world_size
-    _, with_lora, _info = LTX2MGPULoader().load(
+    _, with_lora, _info = load_model(
         tiny.checkpoint.name, f"cpu:{ranks}", "float32", lora_name=first, lora_strength=0.8
     )
     native = run_graph(comfy, lora_node(lora_node(comfy.model, first, 0.8), second, 0.6), GRAPH)

@@ -29,10 +29,10 @@ def cfg_sample(c, model) -> list[torch.Tensor]:
 
 @pytest.mark.parametrize("ranks", [1, 2])
 def test_group_model_matches_native_on_ltx23(comfy23, ranks):  # noqa: F811
-    from ltx2_mgpu.nodes.loader import LTX2MGPULoader
+    from ltx2_mgpu.nodes.loader import load_model
 
     c = comfy23
-    _, model, _info = LTX2MGPULoader().load(
+    _, model, _info = load_model(
         c.files.checkpoint.name,
         f"cpu:{ranks}",
         "float32",
@@ -54,10 +54,10 @@ def test_group_model_matches_native_on_ltx23(comfy23, ranks):  # noqa: F811
 def test_lora_node_on_group_model_matches_native_on_ltx23(comfy23, ranks):  # noqa: F811
     """The template's LoraLoaderModelOnly (the tiny distilled LoRA at 0.5) on the MGPU Loader's MODEL
     against the same node on CheckpointLoaderSimple's MODEL (NOTE [node patches])."""
-    from ltx2_mgpu.nodes.loader import LTX2MGPULoader
+    from ltx2_mgpu.nodes.loader import load_model
 
     c = comfy23
-    _, model, _info = LTX2MGPULoader().load(
+    _, model, _info = load_model(
         c.files.checkpoint.name,
         f"cpu:{ranks}",
         "float32",

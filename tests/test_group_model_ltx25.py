@@ -34,9 +34,9 @@ PREFIX = "model.diffusion_model."
 
 def load_model(tiny25, ranks: int, transformer):
     """The MGPU Loader's MODEL for `transformer` with the tiny 2.5 VAE files, float32 on CPU ranks."""
-    from ltx2_mgpu.nodes.loader import LTX2MGPULoader
+    from ltx2_mgpu.nodes.loader import load_model
 
-    _mgpu, model, _info = LTX2MGPULoader().load(
+    _mgpu, model, _info = load_model(
         transformer.name,
         f"cpu:{ranks}",
         "float32",
@@ -190,14 +190,14 @@ def test_int8_convrot_model_calls_with_and_without_cuda_graphs(native25, tiny25)
     and off (NOTE [call graphs]). comfy_kitchen's int8 matmul falls back to a cuBLAS call that a graph
     cannot capture for some shapes (the 22B's on an H200): such a forward must run again eagerly, its
     key then stays eager. Either way every call returns, and graphs on equals graphs off bit for bit."""
-    from ltx2_mgpu.nodes.loader import LTX2MGPULoader
+    from ltx2_mgpu.nodes.loader import load_model
 
     manager = get_manager()
     outputs, counts = {}, {}
     try:
         for graphs in ("1", "0"):
             manager.env["LTX2_MGPU_CUDA_GRAPHS"] = graphs
-            _mgpu, model, _info = LTX2MGPULoader().load(
+            _mgpu, model, _info = load_model(
                 tiny25.transformer_int8.name, "cuda:0", "bfloat16",
                 video_vae_name=tiny25.video_vae.name, audio_vae_name=tiny25.audio_vae.name,
             )  # fmt: skip

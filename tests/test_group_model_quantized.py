@@ -26,13 +26,13 @@ def test_group_model_on_the_fp8_checkpoint_matches_native(comfy, lora_files):  #
     import folder_paths
 
     import nodes  # ComfyUI's nodes.py
-    from ltx2_mgpu.nodes.loader import LTX2MGPULoader
+    from ltx2_mgpu.nodes.loader import load_model
 
     fp8 = lora_files["fp8"]
     folder_paths.add_model_folder_path("checkpoints", str(fp8.parent))
     with torch.inference_mode():  # as ComfyUI's executor loads it (quantized layers move only so)
         native_model = nodes.CheckpointLoaderSimple().load_checkpoint(fp8.name)[0]
-    _, model, info = LTX2MGPULoader().load(
+    _, model, info = load_model(
         fp8.name, "cpu:2", "float32", guidance_parallel="auto"
     )  # quantized: no groups
     try:

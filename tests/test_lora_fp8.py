@@ -21,14 +21,15 @@ from dataclasses import replace
 
 import pytest
 import torch
+from comfyui_harness import pack_node_classes
 from ltx_core.loader import LTXV_LORA_COMFY_RENAMING_MAP, SingleGPUModelBuilder
 from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
 from conftest import tiny_conditioning
-from ltx2_mgpu.nodes.loader import LTX2MGPULoader
-from ltx2_mgpu.nodes.mgpu_lora import LTX2MGPULoRA
-from ltx2_mgpu.nodes.sp_sampler import LTX2SPSampler
+from ltx2_mgpu.nodes.loader import load_model
+from ltx2_mgpu.nodes.mgpu_lora import add_lora
+from ltx2_mgpu.nodes.sp_sampler import sample_latent
 from ltx2_mgpu.workers.embedded.tiny_variants import make_tiny_lora
 from ltx2_mgpu.workers.engine.ltxcore.checkpoint import (
     TRANSFORMER,
@@ -187,8 +188,8 @@ def test_lora_files_that_do_not_fit_are_refused_with_the_reason(files, tmp_path)
         read_lora(foreign, header)
     model = MGPUModel.create(files["checkpoint"], devices="cpu:1", dtype="float32")
     with pytest.raises(ValueError, match="does not fit"):
-        LTX2MGPULoRA().apply(model, str(other), 1.0)
-    assert LTX2MGPULoRA().apply(model, str(files["lora"]), 0.0) == (model,)
+        add_lora(model, str(other), 1.0)
+    assert add_lora(model, str(files["lora"]), 0.0) == (model,)
 
 
 def test_fp8_checkpoint_loads_with_scales_folded_and_stays_close_to_bf16(files):
@@ -243,23 +244,22 @@ def commands(monkeypatch):
 def test_stage_1_without_and_stage_2_with_a_lora_share_one_base_load(manager, files, commands):
     """The two-stage workflow through the nodes, twice (two prompts), in reference mode so stage 2
     can be held against ltx-core's own fusing."""
-    loader, lora_node, sampler = LTX2MGPULoader(), LTX2MGPULoRA(), LTX2SPSampler()
-    stage1 = loader.load(str(files["checkpoint"]), "cpu:2", "float32", mode="reference")[0]
-    (stage2,) = lora_node.apply(stage1, str(files["lora"]), 0.8)
+    stage1 = load_model(str(files["checkpoint"]), "cpu:2", "float32", mode="reference")[0]
+    (stage2,) = add_lora(stage1, str(files["lora"]), 0.8)
     g = torch.Generator().manual_seed(4)
     video = torch.randn(1, 128, 3, 2, 3, generator=g)
     positive, negative = tiny_conditioning(7, CAPTION, seed=1), tiny_conditioning(5, CAPTION, seed=2)
     sigmas1, sigmas2 = torch.tensor([1.0, 0.9, 0.6]), torch.tensor([0.6, 0.3, 0.0])
     clean = manager.run(stage1, "lora_state", {})  # a command that needs no LoRA switch
     for _prompt in range(2):
-        (out1,) = sampler.sample(
+        (out1,) = sample_latent(
             stage1, positive, negative, {"samples": video}, sigmas1, "euler", 3.0, 3.0, seed=7
         )
-        (out2,) = sampler.sample(
+        (out2,) = sample_latent(
             stage2, positive, positive, {"samples": out1["samples"]}, sigmas2, "euler", 1.0, 1.0, seed=8
         )
     assert [r["active"] for r in manager.run(stage2, "lora_state", {})] == [[[str(files["lora"]), 0.8]]] * 2
-    sampler.sample(stage1, positive, negative, {"samples": video}, sigmas1, "euler", 3.0, 3.0, seed=7)
+    sample_latent(stage1, positive, negative, {"samples": video}, sigmas1, "euler", 3.0, 3.0, seed=7)
     fingerprints = [r["fingerprint"] for r in clean]
     assert [r["fingerprint"] for r in manager.run(stage1, "lora_state", {})] == fingerprints
     # One load; set_loras after it (nothing to do), then with, without, with, without.
@@ -271,7 +271,7 @@ def test_stage_1_without_and_stage_2_with_a_lora_share_one_base_load(manager, fi
     assert [r["fingerprint"] for r in manager.run(stage1, "lora_state", {})] == fingerprints
     assert commands.count("load_model") == 1 and commands.count("set_loras") == 6
     # The loader's own LoRA input gives the same model as MGPU LoRA after it, on the same base.
-    with_lora = loader.load(
+    with_lora = load_model(
         str(files["checkpoint"]),
         "cpu:2",
         "float32",
@@ -322,13 +322,15 @@ def test_fp8_checkpoint_runs_in_the_group(manager, files):
     assert relative_error(out_v.tensor, expected["checkpoint"][0]) <= FP8_TOLERANCE
 
 
+@pytest.mark.comfyui
 def test_loader_inputs_keep_their_order_and_lora_inputs_come_last():
     """ComfyUI keeps widget values by position: saved workflows must load unchanged."""
-    spec = LTX2MGPULoader.INPUT_TYPES()
+    nodes = pack_node_classes()
+    spec = nodes["LTX2MGPULoader"].INPUT_TYPES()
     assert list(spec["required"]) == ["ckpt_name", "gpus", "weight_dtype"]
     assert list(spec["optional"])[:4] == ["max_video_tokens", "mode", "lora_name", "lora_strength"]
-    assert spec["optional"]["lora_name"][0][0] == "None"
-    lora = LTX2MGPULoRA.INPUT_TYPES()["required"]
+    assert spec["optional"]["lora_name"][1]["options"][0] == "None"
+    lora = nodes["LTX2MGPULoRA"].INPUT_TYPES()["required"]
     assert list(lora) == ["mgpu_model", "lora_name", "strength"]
     assert lora["strength"][1]["min"] == -100.0 and lora["strength"][1]["max"] == 100.0
 

@@ -96,7 +96,7 @@ def report(node: str, ranks: int, found: list[tuple[float, float]], seconds: flo
 
 
 def test_sp_sampler_with_cfg_matches_native(comfy23, group23):  # noqa: F811
-    from ltx2_mgpu.nodes.sp_sampler import LTX2SPSampler
+    from ltx2_mgpu.nodes.sp_sampler import sample_latent
 
     c = comfy23
     positive, negative, latent, sigmas = av_inputs(c)
@@ -108,9 +108,7 @@ def test_sp_sampler_with_cfg_matches_native(comfy23, group23):  # noqa: F811
             c.cs.SamplerCustomAdvanced.execute(noise, guider, sampler, sigmas, latent)[0]["samples"]
         )
     t0 = time.perf_counter()
-    (out,) = LTX2SPSampler().sample(
-        group23, positive, negative, latent, sigmas, "euler_ancestral", 3.0, 3.0, SEED
-    )
+    (out,) = sample_latent(group23, positive, negative, latent, sigmas, "euler_ancestral", 3.0, 3.0, SEED)
     found = [relative(a, b) for a, b in zip(streams(out["samples"]), native)]
     report("SP Sampler (CFG 3)", group23.world_size, found, time.perf_counter() - t0)
     assert len(found) == 2 and all(r <= RELATIVE_TOLERANCE for _, r in found), found
@@ -125,12 +123,12 @@ def group23_bf16(request, comfy23) -> Iterator[MGPUModel]:  # noqa: F811
 
 
 def check_text_encode(comfy23, group: MGPUModel, label: str) -> None:  # noqa: F811
-    from ltx2_mgpu.nodes.text_encode import LTX2MGPUTextEncode
+    from ltx2_mgpu.nodes.text_encode import encode_prompt
 
     with torch.inference_mode():
         (native,) = comfy23.nodes.CLIPTextEncode().encode(comfy23.clip, PROMPT)
     t0 = time.perf_counter()
-    (ours,) = LTX2MGPUTextEncode().encode(group, comfy23.gemma.name, PROMPT, "auto")
+    (ours,) = encode_prompt(group, comfy23.gemma.name, PROMPT, "auto")
     found = relative(ours[0][0], native[0][0])
     report(f"Text Encode ({label} loader)", group.world_size, [found], time.perf_counter() - t0)
     assert ours[0][0].shape[-1] == VIDEO_DIM + AUDIO_DIM
@@ -154,7 +152,7 @@ def test_text_encode_with_a_float32_loader_matches_clip_text_encode(comfy23, gro
 def test_text_encode_with_the_gemma_lora_matches_lora_loader(comfy23, group23_bf16):  # noqa: F811
     """The templates' Gemma LoRA: MGPU Text Encode's lora_name = LoraLoader (clip strength 1) then
     CLIPTextEncode; the LoRA moves the conditioning well beyond the bound (so it is not left out)."""
-    from ltx2_mgpu.nodes.text_encode import LTX2MGPUTextEncode
+    from ltx2_mgpu.nodes.text_encode import encode_prompt
 
     c = comfy23
     _model, clip = c.nodes.LoraLoader().load_lora(c.model, c.clip, c.text_lora.name, 0.0, 1.0)
@@ -162,13 +160,13 @@ def test_text_encode_with_the_gemma_lora_matches_lora_loader(comfy23, group23_bf
         (native,) = c.nodes.CLIPTextEncode().encode(clip, PROMPT)
         (plain,) = c.nodes.CLIPTextEncode().encode(c.clip, PROMPT)
     t0 = time.perf_counter()
-    (ours,) = LTX2MGPUTextEncode().encode(group23_bf16, c.gemma.name, PROMPT, "auto", c.text_lora.name, 1.0)
+    (ours,) = encode_prompt(group23_bf16, c.gemma.name, PROMPT, "auto", c.text_lora.name, 1.0)
     found = relative(ours[0][0], native[0][0])
     report("Text Encode + Gemma LoRA", group23_bf16.world_size, [found], time.perf_counter() - t0)
     assert found[1] <= RELATIVE_TOLERANCE, found
     assert relative(plain[0][0], native[0][0])[1] > 1e-3
     # Back without the LoRA: the resident encoder is reloaded clean.
-    (again,) = LTX2MGPUTextEncode().encode(group23_bf16, c.gemma.name, PROMPT, "auto")
+    (again,) = encode_prompt(group23_bf16, c.gemma.name, PROMPT, "auto")
     assert relative(again[0][0], plain[0][0])[1] <= RELATIVE_TOLERANCE
 
 
@@ -188,7 +186,7 @@ def assert_tdp_one_tile_matches_native(c, group, path, upscaler, label: str, see
     import folder_paths
     from comfy_extras import nodes_lt_upsampler
 
-    from ltx2_mgpu.nodes.tdp_upscaler import LTX2TDPUpscaler
+    from ltx2_mgpu.nodes.tdp_upscaler import tdp_upscale
 
     folder_paths.add_model_folder_path("latent_upscale_models", str(path.parent))
     positive, negative, _, sigmas = av_inputs(c)
@@ -209,7 +207,7 @@ def assert_tdp_one_tile_matches_native(c, group, path, upscaler, label: str, see
         )
     t0 = time.perf_counter()
     stage1 = {"samples": c.NestedTensor((video, audio))}
-    (out,) = LTX2TDPUpscaler().upscale(
+    (out,) = tdp_upscale(
         group, positive, negative, stage1, path.name, "euler_ancestral", 3.0, SEED, "1x1", 0, sigmas=sigmas
     )
     ours = streams(out["samples"])
@@ -225,7 +223,7 @@ def test_vae_decode_exact_and_audio_decode_match_native(comfy23, group23):  # no
     """Distributed VAE Decode, exact mode = VAEDecode; its audio output = LTXVAudioVAEDecode (the 2.3
     vocoder with bandwidth extension, 48 kHz), run by the last rank with ComfyUI's audio VAE: bit-exact
     at the same thread count."""
-    from ltx2_mgpu.nodes.vae_decode import LTX2DistributedVAEDecode
+    from ltx2_mgpu.nodes.vae_decode import decode_latent
 
     c = comfy23
     generator = torch.Generator().manual_seed(3)
@@ -236,7 +234,7 @@ def test_vae_decode_exact_and_audio_decode_match_native(comfy23, group23):  # no
         (native_audio,) = c.lt_audio.LTXVAudioVAEDecode.execute({"samples": audio}, c.audio_vae)
     (latent,) = c.lt.LTXVConcatAVLatent.execute({"samples": video}, {"samples": audio})
     t0 = time.perf_counter()
-    image, ours_audio = LTX2DistributedVAEDecode().decode(group23, latent, mode="exact")
+    image, ours_audio = decode_latent(group23, latent, mode="exact")
     found = [relative(image, native_image), relative(ours_audio["waveform"], native_audio["waveform"])]
     report("VAE Decode exact | audio", group23.world_size, found, time.perf_counter() - t0)
     assert ours_audio["sample_rate"] == native_audio["sample_rate"] == 48000
@@ -245,14 +243,14 @@ def test_vae_decode_exact_and_audio_decode_match_native(comfy23, group23):  # no
 
 
 def test_vae_encode_matches_native(comfy23, group23):  # noqa: F811
-    from ltx2_mgpu.nodes.vae_encode import LTX2DistributedVAEEncode
+    from ltx2_mgpu.nodes.vae_encode import encode_pixels
 
     c = comfy23
     pixels = torch.rand(17, 128, 96, 3, generator=torch.Generator().manual_seed(4))
     with torch.inference_mode():
         (native,) = c.nodes.VAEEncode().encode(c.vae, pixels)
     t0 = time.perf_counter()
-    (ours,) = LTX2DistributedVAEEncode().encode(group23, pixels)
+    (ours,) = encode_pixels(group23, pixels)
     found = relative(ours["samples"], native["samples"])
     report("VAE Encode", group23.world_size, [found], time.perf_counter() - t0)
     assert found[1] <= RELATIVE_TOLERANCE, found
@@ -262,7 +260,7 @@ def test_sp_sampler_with_the_distilled_lora_matches_lora_loader(comfy23):  # noq
     """The template's distilled LoRA at 0.5: MGPU Loader's lora_name (fused in the ranks through ComfyUI's
     ModelPatcher) = LoraLoaderModelOnly on the native model; 2 CPU ranks, CFG 1 as the template."""
     from ltx2_mgpu.nodes.mgpu_lora import lora_entry
-    from ltx2_mgpu.nodes.sp_sampler import LTX2SPSampler
+    from ltx2_mgpu.nodes.sp_sampler import sample_latent
 
     c = comfy23
     (patched,) = c.nodes.LoraLoaderModelOnly().load_lora_model_only(c.model, c.lora.name, 0.5)
@@ -282,7 +280,7 @@ def test_sp_sampler_with_the_distilled_lora_matches_lora_loader(comfy23):  # noq
     )  # fmt: skip
     try:
         t0 = time.perf_counter()
-        (out,) = LTX2SPSampler().sample(model, positive, negative, latent, sigmas, "euler", 1.0, 1.0, SEED)
+        (out,) = sample_latent(model, positive, negative, latent, sigmas, "euler", 1.0, 1.0, SEED)
     finally:
         get_manager().unload()
         assert_no_leaks()

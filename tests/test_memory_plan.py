@@ -186,14 +186,14 @@ def test_the_loader_refuses_before_any_worker_starts(tiny, monkeypatch):
     the ltx-core backend."""
     import ltx2_mgpu.workers.group.preflight as pf
     from conftest import worker_children
-    from ltx2_mgpu.nodes.loader import LTX2MGPULoader
+    from ltx2_mgpu.nodes.loader import load_model
 
     monkeypatch.setattr(pf, "gpu_capacities", lambda devices: [GIB] * len(devices))  # 1 GiB "GPUs"
     with pytest.raises(ValueError, match=r"No weights option fits these GPUs: even offloaded needs"):
-        LTX2MGPULoader().load(str(tiny.checkpoint), "cpu:2", "float32", weights="replicated")
+        load_model(str(tiny.checkpoint), "cpu:2", "float32", weights="replicated")
     monkeypatch.setenv("LTX2_MGPU_BACKEND", "ltxcore")
     with pytest.raises(ValueError, match=r"weights offloaded runs on ComfyUI's model stack"):
-        LTX2MGPULoader().load(str(tiny.checkpoint), "cpu:2", "float32", weights="offloaded")
+        load_model(str(tiny.checkpoint), "cpu:2", "float32", weights="offloaded")
     assert worker_children() == []
 
 

@@ -90,12 +90,12 @@ def test_weight_formats(tmp_path):
 
 
 def test_loader_refuses_ltx23_on_the_ltxcore_backend_before_any_worker(tmp_path, monkeypatch):
-    from ltx2_mgpu.nodes.loader import LTX2MGPULoader
+    from ltx2_mgpu.nodes.loader import load_model
 
     path = write(tmp_path / "ltx-2.3-22b-dev.safetensors", ltx2_keys(), {"cross_attention_adaln": True})
     monkeypatch.setenv("LTX2_MGPU_BACKEND", "ltxcore")
     with pytest.raises(ValueError, match=r"ltx-2.3-22b-dev.safetensors is LTX-2.3; .*inside ComfyUI"):
-        LTX2MGPULoader().load(str(path), "cpu:1", "float32")
+        load_model(str(path), "cpu:1", "float32")
     assert worker_children() == []
 
 

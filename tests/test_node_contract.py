@@ -11,7 +11,10 @@ tests/node_contract.json and allows only what keeps every saved workflow loading
 - existing outputs keep their position and type.
 
 To change the contract otherwise, write a migration that rewrites old workflows (and a test that loads
-an old one), then regenerate the snapshot: `python tests/test_node_contract.py --update`.
+an old one), then regenerate the snapshot: `COMFYUI_PATH=... python tests/test_node_contract.py --update`.
+
+The nodes are read as ComfyUI reads them: the V3 classes (nodes/v3/) through ComfyUI's comfy_api, in
+the form /object_info serves (INPUT_TYPES, RETURN_TYPES).
 """
 
 from __future__ import annotations
@@ -20,19 +23,22 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
+from comfyui_harness import pack_node_classes
+
+pytestmark = pytest.mark.comfyui
+
 SNAPSHOT = Path(__file__).with_name("node_contract.json")
 
 
 def describe() -> dict:
-    import ltx2_mgpu
-
     nodes = {}
-    for node_id, cls in sorted(ltx2_mgpu.NODE_CLASS_MAPPINGS.items()):
+    for node_id, cls in sorted(pack_node_classes().items()):
         spec = cls.INPUT_TYPES()
         inputs = []
         for section in ("required", "optional"):
             for name, entry in spec.get(section, {}).items():
-                kind = entry[0] if isinstance(entry[0], str) else "COMBO"
+                kind = entry[0] if isinstance(entry[0], str) else "COMBO"  # V1's form of a combo: its list
                 inputs.append([section, name, kind])
         nodes[node_id] = {"inputs": inputs, "outputs": list(cls.RETURN_TYPES)}
     return nodes
@@ -70,16 +76,15 @@ def _widgets(node: dict) -> list:
 
 def test_old_ui_workflows_map_onto_current_widgets():
     """Every widget value of the shipped example workflows still lands on an input of the same name."""
-    import ltx2_mgpu
-
     folder = Path(__file__).resolve().parent.parent / "example_workflows"
     saved = json.loads(SNAPSHOT.read_text())
+    current = describe()
     for path in sorted(folder.glob("*.json")):
         for node in json.loads(path.read_text())["nodes"]:
-            if node["type"] not in ltx2_mgpu.NODE_CLASS_MAPPINGS:
+            if node["type"] not in current:
                 continue
             widgets_then = [n for s, n, k in saved[node["type"]]["inputs"] if k not in _SOCKETS]
-            widgets_now = [n for s, n, k in describe()[node["type"]]["inputs"] if k not in _SOCKETS]
+            widgets_now = [n for s, n, k in current[node["type"]]["inputs"] if k not in _SOCKETS]
             assert widgets_now[: len(widgets_then)] == widgets_then, (
                 f"{path.name}: {node['type']} widgets moved"
             )

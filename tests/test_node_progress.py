@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from conftest import tiny_conditioning
-from ltx2_mgpu.nodes.sp_sampler import LTX2SPSampler
+from ltx2_mgpu.nodes.sp_sampler import sample_latent
 from ltx2_mgpu.workers.group.manager import MGPUModel
 
 
@@ -68,9 +68,7 @@ def comfy_with_previews(monkeypatch):
 def _run(model, sigmas):
     video = torch.zeros(1, 128, 3, 4, 5)
     pos, neg = tiny_conditioning(7, 64, seed=1), tiny_conditioning(5, 64, seed=2)
-    return LTX2SPSampler().sample(
-        model, pos, neg, {"samples": video}, sigmas, "euler", 3.0, 3.0, seed=3, unique_id="9"
-    )
+    return sample_latent(model, pos, neg, {"samples": video}, sigmas, "euler", 3.0, 3.0, seed=3, node_id="9")
 
 
 def test_progress_and_live_preview_per_step(manager, tiny_path, comfy_with_previews):
@@ -98,14 +96,12 @@ def test_cancel_noticed_by_comfyuis_progress_hook_still_stops_every_rank(
 
 
 def test_tdp_upscaler_shows_the_denoising_latent_too(manager, tiny, comfy_with_previews):
-    from ltx2_mgpu.nodes.tdp_upscaler import LTX2TDPUpscaler
+    from ltx2_mgpu.nodes.tdp_upscaler import tdp_upscale
 
     model = MGPUModel.create(tiny.checkpoint, devices="cpu:2", dtype="float32")
     pos, neg = tiny_conditioning(7, 64, seed=1), tiny_conditioning(5, 64, seed=2)
     stage1 = {"samples": torch.zeros(1, 128, 2, 3, 5)}
-    LTX2TDPUpscaler().upscale(
-        model, pos, neg, stage1, str(tiny.spatial_upscaler), "euler", 1.0, 3, "1x2", 2, unique_id="7"
-    )
+    tdp_upscale(model, pos, neg, stage1, str(tiny.spatial_upscaler), "euler", 1.0, 3, "1x2", 2, node_id="7")
     previews = [p for _, _, p in comfy_with_previews["updates"] if p is not None]
     assert len(previews) == 2  # the default schedule 0.625, 0.4, 0 has two steps
     assert previews[-1][1].size == (10, 6)  # the upscaled latent frame, width x height

@@ -11,7 +11,7 @@ import torch
 
 from conftest import tiny_conditioning
 from ltx2_mgpu.nodes.convert import conditioning_args
-from ltx2_mgpu.nodes.sp_sampler import LTX2SPSampler
+from ltx2_mgpu.nodes.sp_sampler import sample_latent
 from ltx2_mgpu.workers.group.manager import MGPUModel, get_manager
 from ltx2_mgpu.workers.rank import ops
 from ltx2_mgpu.workers.wire import protocol, shm
@@ -134,8 +134,6 @@ def test_the_node_refuses_bad_input_without_starting_workers(monkeypatch, tmp_pa
     conditioning = tiny_conditioning(5, 64, seed=0)
     latent = {"samples": torch.zeros(1, 128, 2, 3, 4)}
     with pytest.raises(ValueError, match="sampler 'dpmpp' is not supported"):
-        LTX2SPSampler().sample(
-            model, conditioning, conditioning, latent, torch.tensor([1.0, 0.0]), "dpmpp", 1, 1, 0
-        )
+        sample_latent(model, conditioning, conditioning, latent, torch.tensor([1.0, 0.0]), "dpmpp", 1, 1, 0)
     assert started == []
     assert shm.list_segments(os.getpid()) == [], "a refused input left its output slots in /dev/shm"

@@ -50,14 +50,14 @@ def test_comfy_kitchen_int8_attention_on_the_group_model(comfy, tiny):  # noqa: 
     from comfy_extras.nodes_model_advanced import ModelAttentionBackend
     from test_group_model import Graph, errors, run_graph
 
-    from ltx2_mgpu.nodes.loader import LTX2MGPULoader
+    from ltx2_mgpu.nodes.loader import load_model
 
     if "comfy_kitchen_int8" not in attention.REGISTERED_ATTENTION_FUNCTIONS:
         pytest.skip("this ComfyUI has no comfy_kitchen int8 attention (comfy_kitchen with its CUDA kernels)")
     results, served = {}, {}
     try:
         for devices in ("cuda:0", "cuda:0,cuda:0"):
-            _mgpu, model, _info = LTX2MGPULoader().load(tiny.checkpoint.name, devices, "bfloat16")
+            _mgpu, model, _info = load_model(tiny.checkpoint.name, devices, "bfloat16")
             call = model.model.diffusion_model.call
             for backend in ("pytorch attention", "comfy kitchen attention"):
                 (patched,) = ModelAttentionBackend().patch(model, backend)

@@ -12,7 +12,7 @@ import torch
 
 from conftest import NestedStandIn, tiny_conditioning
 from ltx2_mgpu.nodes import sp_sampler as sp_sampler_node
-from ltx2_mgpu.nodes.sp_sampler import LTX2SPSampler
+from ltx2_mgpu.nodes.sp_sampler import sample_latent
 from ltx2_mgpu.workers.engine.ltxcore.model_forward import ForwardMode
 from ltx2_mgpu.workers.engine.ltxcore.reference import load_in_process, relative_error, sample_in_process
 from ltx2_mgpu.workers.group.client import output_slot
@@ -123,11 +123,10 @@ def test_sp_sampler_node_two_ranks_equals_one_rank_and_in_process_loop(
         "samples": NestedStandIn([video, audio]),
         "noise_mask": NestedStandIn([mask, torch.ones_like(audio)]),
     }
-    node = LTX2SPSampler()
     results = {}
     for ranks in (1, 2):
         model = MGPUModel.create(tiny_path, devices=f"cpu:{ranks}", dtype="float32")
-        (out,) = node.sample(model, positive, negative, latent, sigmas, sampler, 3.0, 3.0, seed=42)
+        (out,) = sample_latent(model, positive, negative, latent, sigmas, sampler, 3.0, 3.0, seed=42)
         results[ranks] = [t.clone() for t in out["samples"].tensors]
     reference = sample_in_process(
         load_in_process(tiny_path), video, audio, mask, positive, negative, sigmas, sampler, 3.0, seed=42
@@ -146,8 +145,7 @@ def test_cancel_mid_run_raises_comfy_interrupt_and_next_run_works(manager, tiny_
     latent = {"samples": video}
     sigmas = torch.linspace(1.0, 0.0, 400)
     model = MGPUModel.create(tiny_path, devices="cpu:2", dtype="float32")
-    node = LTX2SPSampler()
-    node.sample(
+    sample_latent(
         model, positive, negative, {"samples": video}, torch.tensor([1.0, 0.0]), "euler", 3.0, 3.0, seed=1
     )
 
@@ -156,10 +154,10 @@ def test_cancel_mid_run_raises_comfy_interrupt_and_next_run_works(manager, tiny_
     timer = threading.Timer(1.0, lambda: state.__setitem__("interrupt", True))
     timer.start()
     with pytest.raises(interrupt):
-        node.sample(model, positive, negative, latent, sigmas, "euler", 3.0, 3.0, seed=1)
+        sample_latent(model, positive, negative, latent, sigmas, "euler", 3.0, 3.0, seed=1)
     timer.cancel()
     assert manager.group is not None and manager.group.is_alive
-    (out,) = node.sample(
+    (out,) = sample_latent(
         model, positive, negative, latent, torch.tensor([1.0, 0.5, 0.0]), "euler", 3.0, 3.0, seed=1
     )
     assert torch.isfinite(out["samples"]).all()
@@ -167,33 +165,32 @@ def test_cancel_mid_run_raises_comfy_interrupt_and_next_run_works(manager, tiny_
 
 def test_limits_say_what_to_change_and_group_keeps_working(manager, tiny_path, fake_comfy):
     video, _audio, _mask, positive, negative, sigmas = sampler_inputs()
-    node = LTX2SPSampler()
     small = MGPUModel.create(tiny_path, devices="cpu:2", dtype="float32", max_video_tokens=10)
     with pytest.raises(
         ValueError, match=r"18 tokens .* over the limit of 10\. Lower the resolution or the frame count"
     ):
-        node.sample(small, positive, negative, {"samples": video}, sigmas, "euler", 3.0, 3.0, seed=1)
+        sample_latent(small, positive, negative, {"samples": video}, sigmas, "euler", 3.0, 3.0, seed=1)
     model = MGPUModel.create(tiny_path, devices="cpu:2", dtype="float32")
     with pytest.raises(ValueError, match="has 64 channels; LTX-2 video latents have 128"):
-        node.sample(
+        sample_latent(
             model, positive, negative, {"samples": torch.zeros(1, 64, 3, 2, 3)}, sigmas, "euler", 3.0, 3.0, 1
         )
     wide = tiny_conditioning(5, CAPTION * 3, seed=0)
     with pytest.raises(ValueError, match="192 wide but this checkpoint takes text-encoder features 64 wide"):
-        node.sample(model, wide, negative, {"samples": video}, sigmas, "euler", 3.0, 3.0, seed=1)
+        sample_latent(model, wide, negative, {"samples": video}, sigmas, "euler", 3.0, 3.0, seed=1)
     nan_video = video.clone()
     nan_video[0, 0, 0, 0, 0] = float("nan")
     with pytest.raises(ValueError, match="NaN"):
-        node.sample(model, positive, negative, {"samples": nan_video}, sigmas, "euler", 3.0, 3.0, seed=1)
+        sample_latent(model, positive, negative, {"samples": nan_video}, sigmas, "euler", 3.0, 3.0, seed=1)
     with pytest.raises(ValueError, match="must not increase"):
-        node.sample(
+        sample_latent(
             model, positive, negative, {"samples": video}, torch.tensor([0.5, 0.9, 0.0]), "euler", 3.0, 3.0, 1
         )
     with pytest.raises(ValueError, match="one prompt per input"):
-        node.sample(
+        sample_latent(
             model, positive + positive, negative, {"samples": video}, sigmas, "euler", 3.0, 3.0, seed=1
         )
-    (out,) = node.sample(
+    (out,) = sample_latent(
         model, positive, negative, {"samples": video}, sigmas[-3:], "euler", 3.0, 3.0, seed=1
     )
     assert out["samples"].shape == video.shape
@@ -219,13 +216,12 @@ def test_fewer_video_tokens_than_workers_is_refused_at_once_and_keeps_the_group(
     """A 1-token latent on 2 workers left one rank with no token: it failed alone, the group was stopped
     after 10 s and the model reloaded. Now the node refuses it, and so does every rank alike when the
     node's check is bypassed: within 1 s, same workers, no reload."""
-    node = LTX2SPSampler()
     model = MGPUModel.create(tiny_path, devices="cpu:2", dtype="float32")
     positive, negative = tiny_conditioning(5, CAPTION, seed=1), tiny_conditioning(4, CAPTION, seed=2)
     sigmas = torch.tensor([0.5, 0.0])
 
     def sample(shape):
-        return node.sample(
+        return sample_latent(
             model, positive, negative, {"samples": torch.randn(shape)}, sigmas, "euler", 3.0, 3.0, 1
         )
 

@@ -34,9 +34,9 @@ _native: dict[str, list[torch.Tensor]] = {}
 @pytest.fixture(scope="module", params=(2, 3), ids=lambda n: f"{n}ranks")
 def loader(request, comfy, tiny):  # noqa: F811 (the imported fixture)
     """The MGPU Loader's (MGPU_MODEL, MODEL) on `request.param` CPU ranks, float32."""
-    from ltx2_mgpu.nodes.loader import LTX2MGPULoader
+    from ltx2_mgpu.nodes.loader import load_model
 
-    mgpu, model, _info = LTX2MGPULoader().load(tiny.checkpoint.name, f"cpu:{request.param}", "float32")
+    mgpu, model, _info = load_model(tiny.checkpoint.name, f"cpu:{request.param}", "float32")
     assert model is not None and mgpu.backend == "comfy"
     yield mgpu, model
     get_manager().unload()
@@ -56,7 +56,7 @@ def sp_sampler(mgpu, replies: list):
 
         node.run_job = recording
         try:
-            (out,) = node.LTX2SPSampler().sample(
+            (out,) = node.sample_latent(
                 mgpu, latent=latent, sigmas=sigmas, sampler_name=sampler_name, cfg=1.0, cfg_audio=1.0,
                 seed=SEED, guider=guider,
             )  # fmt: skip
@@ -242,7 +242,7 @@ def test_progress_and_cancel_with_a_guider(comfy, loader, monkeypatch):  # noqa:
 
 
 def test_guider_errors_name_what_to_change(comfy, loader):  # noqa: F811
-    from ltx2_mgpu.nodes.sp_sampler import LTX2SPSampler
+    from ltx2_mgpu.nodes.sp_sampler import sample_latent
 
     mgpu, model = loader
     lt, cs = comfy.lt, comfy.cs
@@ -265,7 +265,7 @@ def test_guider_errors_name_what_to_change(comfy, loader):  # noqa: F811
     before = shm.list_segments(os.getpid())  # the group's own (kept between jobs)
     for kwargs, message in cases:
         with pytest.raises(ValueError, match=message.replace("[", r"\[").replace("]", r"\]")):
-            LTX2SPSampler().sample(mgpu, latent=latent, sigmas=sigmas, **kwargs)
+            sample_latent(mgpu, latent=latent, sigmas=sigmas, **kwargs)
     assert shm.list_segments(os.getpid()) == before, "a refused input left segments in /dev/shm"
 
 
@@ -283,13 +283,13 @@ def test_guidance_groups_on_one_gpu_through_the_kernel(comfy, tiny, name):  # no
     Sampled with euler: an ancestral sampler draws its per-step noise from a generator on the
     latent's device, so GPU ranks and the CPU reference add different noise (as native ComfyUI on a
     GPU would differ from itself on a CPU)."""
-    from ltx2_mgpu.nodes.loader import LTX2MGPULoader
+    from ltx2_mgpu.nodes.loader import load_model
 
     get_manager().unload()
     os.environ["LTX2_MGPU_ALL2ALL"] = "kernel"
     get_manager().env["LTX2_MGPU_ALL2ALL"] = "kernel"
     try:
-        mgpu, model, _ = LTX2MGPULoader().load(tiny.checkpoint.name, "cuda:0,cuda:0", "float32")
+        mgpu, model, _ = load_model(tiny.checkpoint.name, "cuda:0,cuda:0", "float32")
         graph = dataclasses.replace(GRAPHS[name], sampler="euler")
         results = {}
         for groups in (1, 2):

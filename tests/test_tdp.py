@@ -19,8 +19,8 @@ from tdp_helpers import (
     run_tiled,
 )
 
-from ltx2_mgpu.nodes.sp_sampler import LTX2SPSampler
-from ltx2_mgpu.nodes.tdp_upscaler import GRIDS, LTX2TDPUpscaler, parse_tiles
+from ltx2_mgpu.nodes.sp_sampler import sample_latent
+from ltx2_mgpu.nodes.tdp_upscaler import GRIDS, parse_tiles, tdp_upscale
 from ltx2_mgpu.workers.engine.ltxcore import latents, tdp_upsample
 from ltx2_mgpu.workers.group.manager import MGPUModel
 from ltx2_mgpu.workers.rank import ops_tdp
@@ -196,12 +196,11 @@ def test_stage1_audio_is_context_for_the_video(stage):
 
 @pytest.mark.usefixtures("fake_comfy")
 def test_four_tiles_agree_on_1_2_and_4_ranks_and_audio_is_stage1(manager, tiny, stage):
-    node = LTX2TDPUpscaler()
     results = {}
     for ranks in (1, 2, 4):
         kwargs, audio = node_inputs(stage, tiny)
         model = MGPUModel.create(tiny.checkpoint, devices=f"cpu:{ranks}", dtype="float32")
-        (out,) = node.upscale(model, **kwargs)
+        (out,) = tdp_upscale(model, **kwargs)
         video_out, audio_out = out["samples"].tensors
         assert audio_out is audio and torch.equal(audio_out, stage.audio)  # stage-1 audio, bit for bit
         assert "noise_mask" not in out and out["downscale_ratio_spacial"] == 32
@@ -222,12 +221,11 @@ def test_auto_tiles_give_the_same_video_on_1_2_and_3_workers(manager, tiny):
     latent only: 26 cells wide -> 1x2 tiles on any group, the ranks differ only in summing order."""
     wide = make_stage(tiny, (1, 128, 2, 4, 13))  # upscaled: 8 x 26 cells
     assert tiled.resolve_counts(0, 0, (8, 26), 2) == (1, 2)
-    node = LTX2TDPUpscaler()
     results = {}
     for ranks in (1, 2, 3):
         kwargs, _ = node_inputs(wide, tiny)
         model = MGPUModel.create(tiny.checkpoint, devices=f"cpu:{ranks}", dtype="float32")
-        (out,) = node.upscale(model, **{**kwargs, "tiles": "auto"})
+        (out,) = tdp_upscale(model, **{**kwargs, "tiles": "auto"})
         results[ranks] = out["samples"].tensors[0].clone()
     scale = float(results[1].abs().max())
     errors = {r: float((results[r] - results[1]).abs().max()) / scale for r in (2, 3)}
@@ -237,7 +235,6 @@ def test_auto_tiles_give_the_same_video_on_1_2_and_3_workers(manager, tiny):
 
 @pytest.mark.usefixtures("fake_comfy")
 def test_refusals_say_what_to_change_and_group_keeps_working(manager, tiny, stage):
-    node = LTX2TDPUpscaler()
     model = MGPUModel.create(tiny.checkpoint, devices="cpu:2", dtype="float32")
     kwargs, _ = node_inputs(stage, tiny)
     sp_args = (
@@ -246,21 +243,21 @@ def test_refusals_say_what_to_change_and_group_keeps_working(manager, tiny, stag
         {"samples": stage.video},
         torch.tensor([0.6, 0.3, 0.0]),
     )
-    (sp_before,) = LTX2SPSampler().sample(model, *sp_args, "euler", 3.0, 3.0, seed=3)
+    (sp_before,) = sample_latent(model, *sp_args, "euler", 3.0, 3.0, seed=3)
     with pytest.raises(ValueError, match=r"first sigma is 1: .* from pure noise .* invent unrelated content"):
-        node.upscale(model, **{**kwargs, "sigmas": torch.tensor([1.0, 0.5, 0.0])})
+        tdp_upscale(model, **{**kwargs, "sigmas": torch.tensor([1.0, 0.5, 0.0])})
     with pytest.raises(ValueError, match=r"4 tiles along height do not fit: .* 8 cells .* overlap of 5"):
-        node.upscale(model, **{**kwargs, "tiles": "4x1", "overlap": 5})
+        tdp_upscale(model, **{**kwargs, "tiles": "4x1", "overlap": 5})
     with pytest.raises(ValueError, match=r"preview 'centre' is not one of 'off', 'centre tile'"):
-        node.upscale(model, **{**kwargs, "preview": "centre"})
+        tdp_upscale(model, **{**kwargs, "preview": "centre"})
     small = MGPUModel.create(tiny.checkpoint, devices="cpu:2", dtype="float32", max_video_tokens=40)
     with pytest.raises(
         ValueError, match=r"largest tile has 60 video tokens .* over the limit of 40\. Use more tiles"
     ):
-        node.upscale(small, **kwargs)
+        tdp_upscale(small, **kwargs)
     video_only = {"samples": stage.stage1.clone()}
-    (out,) = node.upscale(model, **{**kwargs, "latent": video_only, "tiles": "auto", "sigmas": None})  # 1x1
+    (out,) = tdp_upscale(model, **{**kwargs, "latent": video_only, "tiles": "auto", "sigmas": None})  # 1x1
     assert out["samples"].shape == (1, 128, 2, 8, 10) and torch.isfinite(out["samples"]).all()
     # TDP ran the transformer unsharded on each rank; sequence parallelism is back afterwards.
-    (sp_after,) = LTX2SPSampler().sample(model, *sp_args, "euler", 3.0, 3.0, seed=3)
+    (sp_after,) = sample_latent(model, *sp_args, "euler", 3.0, 3.0, seed=3)
     assert torch.equal(sp_after["samples"], sp_before["samples"])

@@ -21,7 +21,7 @@ from tdp_helpers import (
 )
 
 from conftest import worker_children
-from ltx2_mgpu.nodes.tdp_upscaler import LTX2TDPUpscaler
+from ltx2_mgpu.nodes.tdp_upscaler import tdp_upscale
 from ltx2_mgpu.workers.group.manager import MGPUModel
 from ltx2_mgpu.workers.rank import ops_tdp
 from ltx2_mgpu.workers.strategies import tiled
@@ -143,16 +143,15 @@ def _worker_cpu_s() -> float:
 @pytest.mark.usefixtures("fake_comfy")
 def test_node_previews_on_two_ranks(manager, tiny):
     node_stage = make_stage(tiny, NODE_STAGE1)
-    node = LTX2TDPUpscaler()
     model = MGPUModel.create(tiny.checkpoint, devices="cpu:2", dtype="float32")
     kwargs, audio = node_inputs(node_stage, tiny)
     kwargs["sigmas"] = torch.tensor(ONE_STEP)
-    node.upscale(model, **kwargs)  # loads the model and the upsampler: not timed
+    tdp_upscale(model, **kwargs)  # loads the model and the upsampler: not timed
     runs = {}
     for preview in ("off", "centre tile"):
         kwargs, audio = node_inputs(node_stage, tiny)
         cpu, wall = _worker_cpu_s(), time.perf_counter()
-        (out,) = node.upscale(model, **{**kwargs, "sigmas": torch.tensor(ONE_STEP), "preview": preview})
+        (out,) = tdp_upscale(model, **{**kwargs, "sigmas": torch.tensor(ONE_STEP), "preview": preview})
         runs[preview] = (out, _worker_cpu_s() - cpu, time.perf_counter() - wall, audio)
     full = runs["off"][0]["samples"].tensors[0]
     centre, centre_audio = runs["centre tile"][0]["samples"].tensors
@@ -168,7 +167,7 @@ def test_node_previews_on_two_ranks(manager, tiny):
     # Not bounded here: at this size a node call's fixed costs (shared memory, upsampler, text
     # connectors) are most of it; the model's share is asserted in-process and by tokens_on_rank.
     kwargs, audio = node_inputs(node_stage, tiny)
-    (out,) = node.upscale(model, **{**kwargs, "preview": "first frames", "preview_frames": 1})
+    (out,) = tdp_upscale(model, **{**kwargs, "preview": "first frames", "preview_frames": 1})
     video, first_audio = out["samples"].tensors
     assert video.shape == (1, 128, 1, 8, 10) and torch.isfinite(video).all()
     # One frame at 24 fps: round(1 / 24 * 25) = 1 audio latent frame, the stage-1 audio's first.

@@ -12,7 +12,7 @@ import pytest
 import torch
 from tdp_helpers import make_stage, run_tiled
 
-from ltx2_mgpu.nodes.tdp_upscaler import LTX2TDPUpscaler
+from ltx2_mgpu.nodes.tdp_upscaler import DEFAULT_OVERLAP_CELLS
 from ltx2_mgpu.workers.rank import ops_tdp
 from ltx2_mgpu.workers.strategies import tiled
 from ltx2_mgpu.workers.strategies.tile_seams import edge_differences, seam_edges, seam_report
@@ -24,7 +24,7 @@ SEAM_BOUND = 1.10
 # tiny model (seeds 11-13) 0.89-0.91 with the default overlap and 2.12-2.25 for a hard cut.
 ERROR_SEAM_BOUND = 1.25
 HARD_CUT_MIN = 1.6
-DEFAULT_OVERLAP = LTX2TDPUpscaler.INPUT_TYPES()["required"]["overlap"][1]["default"]  # 5
+DEFAULT_OVERLAP = DEFAULT_OVERLAP_CELLS  # the overlap widget's default, 5
 STAGE1 = (1, 128, 2, 8, 8)  # upscaled 16 x 16: 2x2 tiles with overlap 5 keep 4 interior edges per tile
 
 

@@ -23,8 +23,8 @@ from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
 from conftest import NestedStandIn, assert_no_leaks
-from ltx2_mgpu.nodes.sp_sampler import LTX2SPSampler
-from ltx2_mgpu.nodes.text_encode import PROJECTION_KEY, LTX2MGPUTextEncode
+from ltx2_mgpu.nodes.sp_sampler import sample_latent
+from ltx2_mgpu.nodes.text_encode import PROJECTION_KEY, encode_prompt
 from ltx2_mgpu.workers.embedded.tiny_gemma import make_tiny_gemma
 from ltx2_mgpu.workers.engine.ltxcore.reference import load_in_process, relative_error, sample_in_process
 from ltx2_mgpu.workers.group.client import output_slot
@@ -195,8 +195,7 @@ def test_split_layers_follows_free_memory():
 @pytest.mark.parametrize("ranks", [1, 2, 3])
 def test_encode_equals_single_process(group_manager, tiny, gemma, reference, ranks):
     model = MGPUModel.create(tiny.checkpoint, devices=f"cpu:{ranks}", dtype="float32")
-    node = LTX2MGPUTextEncode()
-    (cond,) = node.encode(model, str(gemma["comfyui"]), SHORT, "layers")
+    (cond,) = encode_prompt(model, str(gemma["comfyui"]), SHORT, "layers")
     tensor, extras = cond[0]
     assert extras == {"pooled_output": None, "unprocessed_ltxav_embeds": True}
     assert tensor.dtype == torch.float32 and tensor.shape == (
@@ -245,7 +244,7 @@ def test_weights_stay_resident_until_something_else_is_asked(group_manager, tiny
     with pytest.raises(JobInputError, match=r"outside 0\.\.255"):
         group_manager.run(model, "encode_text", bad)
     with pytest.raises(ValueError, match="is not a Gemma 3 text encoder"):
-        LTX2MGPUTextEncode().encode(model, str(tiny.checkpoint), SHORT)
+        encode_prompt(model, str(tiny.checkpoint), SHORT)
     assert group_manager.group is not None and group_manager.group.is_alive
 
 
@@ -253,16 +252,15 @@ def test_conditioning_feeds_the_sp_sampler(group_manager, tiny, gemma, reference
     """Node -> frame rate (what LTXVConditioning adds) -> SP Sampler, against the same job in one
     process fed with the transformers reference conditioning."""
     model = MGPUModel.create(tiny.checkpoint, devices="cpu:3", dtype="float32")
-    node = LTX2MGPUTextEncode()
     fps = 24.0
     positive, negative = (
         [[c[0][0], {**c[0][1], "frame_rate": fps}]]
-        for c in (node.encode(model, str(gemma["comfyui"]), t)[0] for t in (SHORT, PROMPTS[3]))
+        for c in (encode_prompt(model, str(gemma["comfyui"]), t)[0] for t in (SHORT, PROMPTS[3]))
     )
     g = torch.Generator().manual_seed(7)
     video, audio = torch.randn(1, 128, 2, 2, 3, generator=g), torch.randn(1, 8, 5, 16, generator=g)
     sigmas = torch.tensor([1.0, 0.909375, 0.725, 0.421875, 0.0])
-    (out,) = LTX2SPSampler().sample(
+    (out,) = sample_latent(
         model,
         positive,
         negative,

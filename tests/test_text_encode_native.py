@@ -22,7 +22,7 @@ from safetensors.torch import load_file
 from test_text_encode import LONG, SHORT, write_quantized
 
 from conftest import assert_no_leaks
-from ltx2_mgpu.nodes.text_encode import PROJECTION_KEY, LTX2MGPUTextEncode
+from ltx2_mgpu.nodes.text_encode import PROJECTION_KEY, encode_prompt
 from ltx2_mgpu.workers.embedded.tiny_gemma import make_tiny_gemma
 from ltx2_mgpu.workers.engine.ltxcore.reference import relative_error
 from ltx2_mgpu.workers.group.manager import MGPUModel, get_manager
@@ -108,7 +108,7 @@ def test_node_matches_native_comfyui_encoding(native, mgpu, files, kind, placeme
     path = files[kind]
     tokenizer = load_prompt_tokenizer(path)
     for text in (SHORT, LONG):
-        (cond,) = LTX2MGPUTextEncode().encode(mgpu, path.name, text, placement)
+        (cond,) = encode_prompt(mgpu, path.name, text, placement)
         expected = native(path, tokenizer.token_ids(text))
         assert cond[0][0].shape == expected.shape and cond[0][0].dtype == expected.dtype
         error = relative_error(cond[0][0], expected)

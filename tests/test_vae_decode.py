@@ -21,7 +21,7 @@ from ltx_core.model.video_vae.tiling import SpatialTilingConfig, TemporalTilingC
 
 from conftest import NestedStandIn
 from ltx2_mgpu.nodes import vae_decode as vae_decode_node
-from ltx2_mgpu.nodes.vae_decode import LTX2DistributedVAEDecode
+from ltx2_mgpu.nodes.vae_decode import decode_latent
 from ltx2_mgpu.workers.embedded.tiny_model import tiny_checkpoint_config
 from ltx2_mgpu.workers.engine.ltxcore import checkpoint
 from ltx2_mgpu.workers.group.client import output_slot
@@ -263,23 +263,22 @@ def test_decode_equals_ltx_core_for_1_2_3_ranks(manager, tiny_path):
         audio_decoder = checkpoint.load_audio_decoder(tiny_path, "cpu", torch.float32)
         vocoder = checkpoint.load_vocoder(tiny_path, "cpu", torch.float32)
         ref_audio = decode_audio(av_audio, audio_decoder, vocoder)
-    node = LTX2DistributedVAEDecode()
     images, waves, errors = {}, {}, {}
     for ranks in (1, 2, 3):
         model = MGPUModel.create(tiny_path, devices=f"cpu:{ranks}", dtype="float32")
-        image, audio = node.decode(model, {"samples": video}, *dataclasses.astuple(EXPLICIT))
+        image, audio = decode_latent(model, {"samples": video}, *dataclasses.astuple(EXPLICIT))
         check_image(image, image_shape(tuple(video.shape)))
         assert audio is None
         errors[(ranks, "video")] = float((image - ref_explicit).abs().max())
         images[ranks] = image.clone()
 
-        whole, _ = node.decode(
+        whole, _ = decode_latent(
             model, {"samples": video}, 4096, 64, 0, 24
         )  # one tile: ltx-core's plain decode
         errors[(ranks, "whole")] = float((whole - ref_whole).abs().max())
 
         av = {"samples": NestedStandIn([av_video, av_audio]), "type": "audio"}
-        image, audio = node.decode(model, av)  # auto tiles from the group size
+        image, audio = decode_latent(model, av)  # auto tiles from the group size
         plan = make_plan(tuple(av_video.shape[2:]), TileSettings(), ranks)
         check_image(image, image_shape(tuple(av_video.shape)))
         errors[(ranks, "av video")] = float(
@@ -310,14 +309,13 @@ def test_decode_equals_ltx_core_for_1_2_3_ranks(manager, tiny_path):
 
 
 def test_errors_say_what_to_change_and_cancel_keeps_the_group(manager, tiny_path, fake_comfy, monkeypatch):
-    node = LTX2DistributedVAEDecode()
     model = MGPUModel.create(tiny_path, devices="cpu:2", dtype="float32")
     with pytest.raises(ValueError, match="holds only audio; decode it with LTXV Audio VAE Decode"):
-        node.decode(model, {"samples": torch.zeros(1, 8, 5, 16), "type": "audio"})
+        decode_latent(model, {"samples": torch.zeros(1, 8, 5, 16), "type": "audio"})
     with pytest.raises(ValueError, match="has 64 channels"):
-        node.decode(model, {"samples": torch.zeros(1, 64, 2, 2, 2)})
+        decode_latent(model, {"samples": torch.zeros(1, 64, 2, 2, 2)})
     with pytest.raises(ValueError, match="tile_size 100 is not allowed"):
-        node.decode(model, {"samples": torch.zeros(1, 128, 2, 2, 2)}, 100)
+        decode_latent(model, {"samples": torch.zeros(1, 128, 2, 2, 2)}, 100)
     with monkeypatch.context() as patch:  # a small /dev/shm (Docker's default is 64 MiB)
         patch.setattr(
             vae_decode_node.os, "statvfs", lambda _: types.SimpleNamespace(f_bavail=16, f_frsize=2**20)
@@ -325,20 +323,20 @@ def test_errors_say_what_to_change_and_cancel_keeps_the_group(manager, tiny_path
         with pytest.raises(
             ValueError, match=r"need 0\.1 GiB of shared memory but /dev/shm has 0\.0 GiB free"
         ):
-            node.decode(model, {"samples": torch.zeros(1, 128, 4, 16, 16)})
+            decode_latent(model, {"samples": torch.zeros(1, 128, 4, 16, 16)})
     assert manager.group is None, "input errors are caught before any worker starts"
     video = torch.randn(1, 128, 4, 4, 6)
-    node.decode(model, {"samples": video}, 64, 0, 16, 8)  # starts the group, loads the decoder
+    decode_latent(model, {"samples": video}, 64, 0, 16, 8)  # starts the group, loads the decoder
     nan = video.clone()
     nan[0, 0, 0, 0, 0] = float("nan")
     with pytest.raises(ValueError, match="NaN"):
-        node.decode(model, {"samples": nan})
+        decode_latent(model, {"samples": nan})
     state, interrupted = fake_comfy
     state["interrupt"] = True  # Cancel pressed: the client passes it on within one poll (50 ms)
     with pytest.raises(interrupted):  # 36 tiles in 18 rounds: every rank stops at a round boundary
-        node.decode(model, {"samples": torch.randn(1, 128, 7, 4, 6)}, 64, 0, 16, 8)
+        decode_latent(model, {"samples": torch.randn(1, 128, 7, 4, 6)}, 64, 0, 16, 8)
     assert manager.group is not None and manager.group.is_alive
-    image, _ = node.decode(model, {"samples": video}, 64, 0, 16, 8)
+    image, _ = decode_latent(model, {"samples": video}, 64, 0, 16, 8)
     assert torch.isfinite(image).all()
 
 
@@ -347,9 +345,8 @@ def test_a_latent_too_small_to_decode_is_refused_at_once_and_the_group_keeps_its
     waited, so the group was stopped after 10 s and the model reloaded. Now the node refuses it before
     any work (strategies/decode_limits.py); the ranks refuse it alike when the node's check is bypassed,
     and a tiling whose last tile is one cell wide: recoverable within 1 s, same workers, no reload."""
-    node = LTX2DistributedVAEDecode()
     model = MGPUModel.create(tiny_path, devices="cpu:2", dtype="float32")
-    node.decode(model, {"samples": torch.randn(1, 128, 2, 2, 2)})  # starts the group, loads the decoder
+    decode_latent(model, {"samples": torch.randn(1, 128, 2, 2, 2)})  # starts the group, loads the decoder
     group = manager.group
     pids = group.pids
     ops: list[str] = []
@@ -364,7 +361,7 @@ def test_a_latent_too_small_to_decode_is_refused_at_once_and_the_group_keeps_its
     for shape in ((1, 128, 1, 1, 1), (1, 128, 2, 1, 3)):
         t0 = time.monotonic()
         with pytest.raises(ValueError, match=smallest):
-            node.decode(model, {"samples": torch.randn(*shape)})
+            decode_latent(model, {"samples": torch.randn(*shape)})
         assert time.monotonic() - t0 < 1.0
     assert ops == [], "refused by the node before any job"
     video = torch.randn(1, 128, 1, 1, 1)
@@ -383,11 +380,11 @@ def test_a_latent_too_small_to_decode_is_refused_at_once_and_the_group_keeps_its
     with pytest.raises(
         ValueError, match=r"the tiles leave one 1 cell along height \(32 px\); .* Set tile_size to 0"
     ):
-        node.decode(model, {"samples": torch.randn(1, 128, 1, 3, 3)}, 64, 0)  # tiles of 2 and 1 cells
+        decode_latent(model, {"samples": torch.randn(1, 128, 1, 3, 3)}, 64, 0)  # tiles of 2 and 1 cells
     tile_error_s = time.monotonic() - t0
     print(f"rank-side refusals on 2 ranks: 1 x 1 latent {error_s:.3f} s, 1-cell tile {tile_error_s:.3f} s")
     assert error_s < 1.0 and tile_error_s < 1.0
-    image, _ = node.decode(model, {"samples": torch.randn(1, 128, 2, 2, 2)})
+    image, _ = decode_latent(model, {"samples": torch.randn(1, 128, 2, 2, 2)})
     assert manager.group is group and group.pids == pids, "the workers were restarted"
     assert ops == ["vae_decode"] * 3, f"the model was loaded again: {ops}"
     check_image(image, (9, 64, 64, 3))
@@ -414,12 +411,11 @@ def test_gpu_decode_matches_cpu_reference(manager, tiny_path, devices):
     reference = ltx_tiled_decode(
         checkpoint.load_video_decoder(tiny_path, "cpu", torch.float32), video, EXPLICIT
     )
-    node = LTX2DistributedVAEDecode()
     latent = {"samples": NestedStandIn([video, audio])}
-    one, one_audio = node.decode(
+    one, one_audio = decode_latent(
         MGPUModel.create(tiny_path, devices="cuda:0", dtype="float32"), latent, *dataclasses.astuple(EXPLICIT)
     )
-    many, many_audio = node.decode(
+    many, many_audio = decode_latent(
         MGPUModel.create(tiny_path, devices=devices, dtype="float32"), latent, *dataclasses.astuple(EXPLICIT)
     )
     check_image(many, image_shape(tuple(video.shape)))

@@ -22,7 +22,7 @@ from ltx_core.model.video_vae import VideoEncoderConfigurator
 
 from conftest import assert_no_leaks
 from ltx2_mgpu.nodes import vae_encode as vae_encode_node
-from ltx2_mgpu.nodes.vae_encode import LTX2DistributedVAEEncode, crop_like_native
+from ltx2_mgpu.nodes.vae_encode import crop_like_native, encode_pixels
 from ltx2_mgpu.workers.embedded.tiny_model import tiny_checkpoint_config
 from ltx2_mgpu.workers.engine.ltxcore import checkpoint
 from ltx2_mgpu.workers.group.manager import MGPUModel, get_manager
@@ -143,7 +143,7 @@ def test_crop_like_native():
 def test_bad_frames_are_refused_before_any_worker(manager, tiny_path, image, message):
     model = MGPUModel.create(tiny_path, devices="cpu:2", dtype="float32")
     with pytest.raises(ValueError, match=message):
-        LTX2DistributedVAEEncode().encode(model, image)
+        encode_pixels(model, image)
     assert manager.group is None
 
 
@@ -159,13 +159,12 @@ CASES = {
 def test_encode_equals_ltx_core_for_1_2_3_ranks(manager, tiny_path):
     encoder = checkpoint.load_video_encoder(tiny_path, "cpu", torch.float32)
     references = {name: ltx_encode(encoder, crop(image)) for name, (image, crop) in CASES.items()}
-    node = LTX2DistributedVAEEncode()
     errors, seconds = {}, {}
     for ranks in (1, 2, 3):
         model = MGPUModel.create(tiny_path, devices=f"cpu:{ranks}", dtype="float32")
         for (name, (image, _)), temporal in itertools.product(CASES.items(), (0, 8)):
             start = time.perf_counter()
-            (latent,) = node.encode(model, image, temporal)
+            (latent,) = encode_pixels(model, image, temporal)
             seconds[(ranks, name, temporal)] = time.perf_counter() - start
             samples, reference = latent["samples"], references[name]
             assert set(latent) == {"samples"}
@@ -180,7 +179,6 @@ def test_encode_equals_ltx_core_for_1_2_3_ranks(manager, tiny_path):
 
 
 def test_cancel_and_small_shared_memory_keep_the_group(manager, tiny_path, fake_comfy, monkeypatch):
-    node = LTX2DistributedVAEEncode()
     model = MGPUModel.create(tiny_path, devices="cpu:2", dtype="float32")
     with monkeypatch.context() as patch:  # a small /dev/shm (Docker's default is 64 MiB)
         patch.setattr(
@@ -189,16 +187,16 @@ def test_cancel_and_small_shared_memory_keep_the_group(manager, tiny_path, fake_
         with pytest.raises(
             ValueError, match=r"need 0\.1 GiB of shared memory but /dev/shm has 0\.0 GiB free"
         ):
-            node.encode(model, frames(33, 512, 512))
+            encode_pixels(model, frames(33, 512, 512))
     assert manager.group is None
     image = frames(65, 64, 64)  # 9 chunks of 8 frames: every rank stops at a chunk boundary
-    node.encode(model, image[:1])  # starts the group, loads the encoder
+    encode_pixels(model, image[:1])  # starts the group, loads the encoder
     state, interrupted = fake_comfy
     state["interrupt"] = True  # Cancel pressed: the client passes it on within one poll (50 ms)
     with pytest.raises(interrupted):
-        node.encode(model, image, 8)
+        encode_pixels(model, image, 8)
     assert manager.group is not None and manager.group.is_alive
-    (latent,) = node.encode(model, image, 8)
+    (latent,) = encode_pixels(model, image, 8)
     assert torch.isfinite(latent["samples"]).all()
 
 
@@ -219,9 +217,8 @@ GPU_TOLERANCE = 3e-2
 def test_gpu_encode_matches_cpu_reference(manager, tiny_path, devices):
     image, crop = CASES["landscape"]
     reference = ltx_encode(checkpoint.load_video_encoder(tiny_path, "cpu", torch.float32), crop(image))
-    node = LTX2DistributedVAEEncode()
-    (one,) = node.encode(MGPUModel.create(tiny_path, devices="cuda:0", dtype="float32"), image, 8)
-    (many,) = node.encode(MGPUModel.create(tiny_path, devices=devices, dtype="float32"), image, 8)
+    (one,) = encode_pixels(MGPUModel.create(tiny_path, devices="cuda:0", dtype="float32"), image, 8)
+    (many,) = encode_pixels(MGPUModel.create(tiny_path, devices=devices, dtype="float32"), image, 8)
     assert many["samples"].shape == reference.shape
     assert float((many["samples"] - one["samples"]).abs().max()) <= GPU_TOLERANCE
     assert float((one["samples"] - reference).abs().max()) <= GPU_TOLERANCE
@@ -248,7 +245,7 @@ def test_encode_matches_native_vae_encode(native_vae, tiny):
         (native,) = native_vae.encode(native_vae.vae, image)
     try:
         model = MGPUModel.create(tiny.checkpoint, devices="cpu:2", dtype="float32")
-        (ours,) = LTX2DistributedVAEEncode().encode(model, image, 8)
+        (ours,) = encode_pixels(model, image, 8)
     finally:
         get_manager().unload()
         assert_no_leaks()

@@ -83,7 +83,7 @@ def test_the_split_files_are_the_ltx23_vaes_as_comfyui_reads_them(native25, ltx2
 
 @pytest.mark.parametrize("role", ["video", "audio"])
 def test_an_ltx23_vae_with_the_ltx25_transformer_is_refused_before_any_work(native25, tiny25, ltx23, role):  # noqa: F811
-    from ltx2_mgpu.nodes.loader import LTX2MGPULoader
+    from ltx2_mgpu.nodes.loader import load_model
 
     vaes = {"video": tiny25.video_vae.name, "audio": tiny25.audio_vae.name}
     vaes[role] = getattr(ltx23, f"{role}_vae").name
@@ -93,7 +93,7 @@ def test_an_ltx23_vae_with_the_ltx25_transformer_is_refused_before_any_work(nati
         rf"ltx-2\.5-tiny-transformer-bf16\.safetensors is an LTX-2\.5 transformer.*ltx-2\.5-{role}-vae"
     )
     with pytest.raises(ValueError, match=pattern):
-        LTX2MGPULoader().load(
+        load_model(
             tiny25.transformer.name,
             "cpu:1",
             "float32",

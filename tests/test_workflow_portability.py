@@ -8,7 +8,9 @@ from __future__ import annotations
 import torch
 
 from conftest import NestedStandIn, tiny_conditioning
-from ltx2_mgpu.nodes import NODE_CLASS_MAPPINGS
+from ltx2_mgpu.nodes.loader import load_model
+from ltx2_mgpu.nodes.sp_sampler import sample_latent
+from ltx2_mgpu.nodes.tdp_upscaler import tdp_upscale
 from ltx2_mgpu.workers.engine.ltxcore.reference import relative_error
 
 SIGMAS = torch.tensor([1.0, 0.9, 0.6, 0.0])
@@ -20,14 +22,10 @@ def test_same_saved_workflow_on_1_2_and_3_workers(manager, tiny, monkeypatch, fa
     stage1, upscaled = {}, {}
     for workers in (1, 2, 3):
         monkeypatch.setenv("LTX2_MGPU_CPU_WORKERS", str(workers))
-        model = NODE_CLASS_MAPPINGS["LTX2MGPULoader"]().load(str(tiny.checkpoint), "all", "float32")[0]
+        model = load_model(str(tiny.checkpoint), "all", "float32")[0]
         assert model.world_size == workers
-        (s1,) = NODE_CLASS_MAPPINGS["LTX2SPSampler"]().sample(
-            model, pos, neg, latent, SIGMAS, "euler", 3.0, 3.0, 5
-        )
-        (s2,) = NODE_CLASS_MAPPINGS["LTX2TDPUpscaler"]().upscale(
-            model, pos, neg, s1, str(tiny.spatial_upscaler), "euler", 1.0, 5, "auto", 2
-        )
+        (s1,) = sample_latent(model, pos, neg, latent, SIGMAS, "euler", 3.0, 3.0, 5)
+        (s2,) = tdp_upscale(model, pos, neg, s1, str(tiny.spatial_upscaler), "euler", 1.0, 5, "auto", 2)
         stage1[workers] = [t.clone() for t in s1["samples"].tensors]
         upscaled[workers] = s2["samples"].tensors[0].clone()
     for workers in (2, 3):
