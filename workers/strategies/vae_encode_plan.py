@@ -14,7 +14,7 @@ of LTX-2's encoder depends on 488 px on each side and 218 frames before it (stra
 Independent tiles are exact only with that much context, which makes them read 1.7x the untiled
 pixels for a 2 x 1 split of 1024 x 1536 and gives almost no speed-up; with less context, cells at
 the seams differ from the untiled encode by about the size of the latent itself (measured on the tiny
-model and on LTX-2's architecture with random weights; see the README section). Exchanging one row per
+model and on LTX-2's architecture with random weights; docs/NODES.md, "Why bands and not tiles"). Exchanging one row per
 convolution instead costs a few MB per layer.
 
 NOTE [encode chunks]: time is streamed, as ComfyUI's own LTX-2 encoder does: chunk 0 holds frame 0
