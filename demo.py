@@ -67,16 +67,21 @@ def _conditioning(model: MGPUModel, prompt: str, gemma: Path) -> list:
 
 
 def run_demo(args: argparse.Namespace) -> int:
-    from .workers.embedded.tiny_gemma import make_tiny_gemma
-    from .workers.embedded.tiny_model import make_tiny
     from .workers.group.launcher import PACK_ROOT
     from .workers.wire.backend import choose_backend
+    from .workers.wire.capabilities import LTXCORE, check_installed
 
     try:  # a bad COMFYUI_PATH is refused here, before anything is written or any worker starts
         backend = choose_backend(PACK_ROOT)
+        check_installed(
+            LTXCORE
+        )  # the tiny model is written with ltx-core's modules, whichever engine runs it
     except ValueError as exc:
         print(f"ltx2-mgpu demo: {exc}", file=sys.stderr)
         return 2
+    from .workers.embedded.tiny_gemma import make_tiny_gemma
+    from .workers.embedded.tiny_model import make_tiny
+
     print(f"backend: {backend.reason}", flush=True)
     _install_standins()
     out = Path(args.out).resolve()

@@ -56,8 +56,8 @@ from bench_step import AUDIO_FRAMES, SHAPES, TINY, TINY_SHAPES, median
 
 from ltx2_mgpu.workers.group.client import WorkerGroup
 from ltx2_mgpu.workers.group.launcher import Placement
-from ltx2_mgpu.workers.rank.ops_bench import LTX2_19B_TRANSFORMER
 from ltx2_mgpu.workers.wire.comfyui_root import COMFYUI_PATH_ENV, check_comfyui_root
+from ltx2_mgpu.workers.wire.released_configs import LTX2_19B_TRANSFORMER
 from ltx2_mgpu.workers.wire.requests import BENCH_WEIGHT_FORMATS
 
 FAMILIES = ("2", "2.3", "2.5")
@@ -92,8 +92,8 @@ def native_in_process(
         from ltx2_mgpu.workers.engine.comfy import int8_kernels
 
         int8_kernels.uninstall()  # and comfy_kitchen's own int8 kernels
+    from ltx2_mgpu.workers.engine.comfy.bench import random_job_inputs, time_steps
     from ltx2_mgpu.workers.engine.comfy.random_model import comfy_random_model, context_width
-    from ltx2_mgpu.workers.rank.ops_comfy_bench import random_job_inputs, time_steps
 
     patcher = comfy_random_model(config, device, dtype, seed=0, weights=weights)
     out = {}
@@ -132,7 +132,7 @@ def attention_run(patcher, inputs: tuple, repeats: int, device, cfg: float, name
     """Native steps with attention function `name` (ModelAttentionBackend's way) and its error."""
     import comfy.ldm.modules.attention as attention
 
-    from ltx2_mgpu.workers.rank.ops_comfy_bench import denoised, time_steps
+    from ltx2_mgpu.workers.engine.comfy.bench import denoised, time_steps
 
     function = attention.get_attention_function(name, None)
     if function is None:
@@ -212,7 +212,8 @@ def worker_paths(
             )
         if not with_ltxcore:
             return out
-        group.run("unload_model", {})
+        group.stop()  # a group runs one engine for its life (NOTE [engine seam]): ltx-core gets its own
+        group = WorkerGroup(Placement(tuple(devices.split(",")))).start()
         group.run("load_random_model", {"dtype": dtype, "config": config})
         for tokens, shape in shapes.items():
             args = {"video_shape": list(shape), "audio_frames": AUDIO_FRAMES, "repeats": repeats, "warmup": 1}

@@ -32,8 +32,8 @@ from bench_step import AUDIO_FRAMES, SHAPES, TINY, TINY_SHAPES, median
 from ltx2_mgpu.workers.group.client import WorkerGroup
 from ltx2_mgpu.workers.group.launcher import Placement
 from ltx2_mgpu.workers.group.manager import MGPUModel
-from ltx2_mgpu.workers.rank.ops_bench import LTX2_19B_TRANSFORMER
 from ltx2_mgpu.workers.wire.comfyui_root import COMFYUI_PATH_ENV, check_comfyui_root
+from ltx2_mgpu.workers.wire.released_configs import LTX2_19B_TRANSFORMER
 from ltx2_mgpu.workers.wire.requests import ComfyModelCall, Request
 
 
@@ -75,8 +75,8 @@ def group_model_steps(config: dict, shape, dtype, repeats: int, timed: TimedRun,
 
     from ltx2_mgpu.nodes.group_model.call import GroupModelCall
     from ltx2_mgpu.nodes.group_model.model import group_model_from_config
+    from ltx2_mgpu.workers.engine.comfy.bench import random_job_inputs, time_steps
     from ltx2_mgpu.workers.engine.comfy.random_model import unet_config
-    from ltx2_mgpu.workers.rank.ops_comfy_bench import random_job_inputs, time_steps
 
     # The configuration comfy_load_random_model builds in the rank (engine/comfy/random_model.py).
     model_config = comfy.supported_models.LTXAV(unet_config(config))

@@ -35,8 +35,8 @@ sys.path.insert(0, str(HERE))
 from bench_report import finish  # noqa: E402
 from bench_step import AUDIO_FRAMES, SHAPES  # noqa: E402
 
-from ltx2_mgpu.workers.rank.ops_bench import LTX2_19B_TRANSFORMER  # noqa: E402
 from ltx2_mgpu.workers.wire.comfyui_root import COMFYUI_PATH_ENV, check_comfyui_root  # noqa: E402
+from ltx2_mgpu.workers.wire.released_configs import LTX2_19B_TRANSFORMER  # noqa: E402
 
 BLOCKS_22B = 48
 
@@ -45,8 +45,8 @@ def record_products(config: dict, tokens: int, device) -> Counter:
     """{(M, K, N, has_bias, convrot_group): calls per block} from one CFG step of a 2-block model."""
     from comfy_kitchen import registry as ck_registry
 
+    from ltx2_mgpu.workers.engine.comfy.bench import random_job_inputs, time_steps
     from ltx2_mgpu.workers.engine.comfy.random_model import comfy_random_model, context_width
-    from ltx2_mgpu.workers.rank.ops_comfy_bench import random_job_inputs, time_steps
 
     calls: Counter = Counter()
     original = ck_registry.get_implementation

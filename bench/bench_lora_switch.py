@@ -34,9 +34,9 @@ from ltx2_mgpu.workers.embedded.tiny_variants import make_tiny_fp8, make_tiny_lo
 from ltx2_mgpu.workers.engine.ltxcore.checkpoint import TRANSFORMER, load_transformer
 from ltx2_mgpu.workers.engine.ltxcore.lora import FuseTarget, LoraFuser
 from ltx2_mgpu.workers.engine.ltxcore.model_forward import ForwardMode
-from ltx2_mgpu.workers.rank.ops_bench import LTX2_19B_TRANSFORMER
+from ltx2_mgpu.workers.wire.released_configs import LTX2_19B_TRANSFORMER
 
-# The released 19B shape, shared with the other benchmarks (workers/rank/ops_bench.py); layers set per run.
+# The released 19B shape, shared with the other benchmarks (workers/wire/released_configs.py); layers set per run.
 REAL_19B = {k: v for k, v in LTX2_19B_TRANSFORMER.items() if k != "num_layers"}
 FULL_LAYERS = 48
 LORA_RANK = 384  # ltx-2-19b-distilled-lora-384

@@ -1,4 +1,4 @@
-"""LTX-2.5's diffusion VAE decoder on one GPU: ours (strategies/comfy_na_decode.py, one band) against
+"""LTX-2.5's diffusion VAE decoder on one GPU: ours (workers/engine/comfy/na_decode.py, one band) against
 ComfyUI's own VAE.decode (what VAEDecode runs), in one process, side by side. GPU only.
 
     COMFYUI_PATH=/path/to/ComfyUI python bench/bench_na_decode.py --out na_decode_h200.json
@@ -79,7 +79,7 @@ def load_vae(device: torch.device, smoke: bool):
 
 
 def bench_size(vae, device, latent_fhw, chunks_mb: list[int], repeats: int) -> dict:
-    from ltx2_mgpu.workers.strategies.comfy_na_decode import BandGather, BandNADecoder
+    from ltx2_mgpu.workers.engine.comfy.na_decode import BandGather, BandNADecoder
     from ltx2_mgpu.workers.strategies.na_bands import band_plan
     from ltx2_mgpu.workers.strategies.vae_decode import to_image
 

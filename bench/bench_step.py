@@ -23,10 +23,12 @@ import time
 import torch
 from ltx_core.model.transformer.modality import Modality
 
+from ltx2_mgpu.workers.embedded.tiny_model import tiny_checkpoint_config
 from ltx2_mgpu.workers.engine.ltxcore import latents
+from ltx2_mgpu.workers.engine.ltxcore.bench import random_transformer
 from ltx2_mgpu.workers.group.client import WorkerGroup
 from ltx2_mgpu.workers.group.launcher import Placement
-from ltx2_mgpu.workers.rank.ops_bench import LTX2_19B_TRANSFORMER, random_transformer
+from ltx2_mgpu.workers.wire.released_configs import LTX2_19B_TRANSFORMER
 
 # (frames, height, width) in pixels -> latent (F, H, W): 512x768x121 -> 16x16x24 = 6,144 tokens;
 # 1024x1536x121 -> 16x32x48 = 24,576 tokens (the LTX-2 VAE and patchifier).
@@ -180,7 +182,7 @@ def main() -> None:
     if device.type == "cuda":
         result["gpu"] = torch.cuda.get_device_name(device)
         result["bf16_matmul_tflops"] = matmul_tflops(device)
-    model = random_transformer(config, device, dtype, seed=0)
+    model = random_transformer({**tiny_checkpoint_config()["transformer"], **config}, device, dtype, seed=0)
     plain: dict[int, list[float]] = {}
     for tokens, shape in shapes.items():
         video, audio = plain_inputs(shape, config, device, dtype)

@@ -26,7 +26,7 @@ from bench_step import AUDIO_FRAMES, SHAPES, matmul_tflops, median, step_flops
 
 from ltx2_mgpu.workers.group.client import WorkerGroup
 from ltx2_mgpu.workers.group.launcher import Placement
-from ltx2_mgpu.workers.rank.ops_bench import LTX2_19B_TRANSFORMER
+from ltx2_mgpu.workers.wire.released_configs import LTX2_19B_TRANSFORMER
 
 VARIANTS = {  # name -> (fp8 matmuls, compiled blocks)
     "eager": (False, False),

@@ -49,10 +49,10 @@ from ltx2_mgpu.workers.engine.ltxcore.model import LoadedModel
 from ltx2_mgpu.workers.engine.ltxcore.model_forward import ForwardMode, apply_mode_to_modules
 from ltx2_mgpu.workers.engine.ltxcore.sequence_parallel import SequenceParallelModel
 from ltx2_mgpu.workers.rank import ops_tdp
-from ltx2_mgpu.workers.rank.ops_bench import LTX2_19B_TRANSFORMER
 from ltx2_mgpu.workers.strategies import tile_seams, tiled
 from ltx2_mgpu.workers.strategies.tdp_preview import CENTRE_TILE, FIRST_FRAMES, PreviewRegion, preview_region
 from ltx2_mgpu.workers.wire.model_files import describe_config
+from ltx2_mgpu.workers.wire.released_configs import LTX2_19B_TRANSFORMER
 
 # Lightricks' TDP stage-2 schedule (Lightricks' LTX-2 release notes).
 DEFAULT_SIGMAS = (0.625, 0.4, 0.0)
@@ -60,7 +60,7 @@ DEFAULT_SIGMAS = (0.625, 0.4, 0.0)
 REAL_SIZE = (1024, 1536, 121)
 TINY_SIZE = (512, 768, 25)
 FRAME_RATE = 24.0
-# The released 19B shape, shared with the other benchmarks (workers/rank/ops_bench.py).
+# The released 19B shape, shared with the other benchmarks (workers/wire/released_configs.py).
 REAL_19B = LTX2_19B_TRANSFORMER
 CONTEXT_TOKENS = 1024  # the connectors' output length (workers/conditioning.CONTEXT_LENGTH)
 TEXT_TOKENS = 64  # tiny: prompt tokens before the connectors

@@ -7,7 +7,7 @@ LTX-2's video decoder configuration (bench_vae.LTX2_DECODER_BLOCKS) with random 
 ComfyUI's checkpoint loader (comfy.sd.load_checkpoint_guess_config, as CheckpointLoaderSimple), a
 random latent of --latent cells (default 16 x 32 x 48: 121 frames of 1024 x 1536). Per repeat, in
 alternating order: native `VAE.decode` (what VAEDecode runs; frames land in its float32 output on the
-CPU) and ours (strategies/comfy_vae_decode.py with one slab; frames land in a float32 CPU tensor of
+CPU) and ours (workers/engine/comfy/vae_slab_decode.py with one slab; frames land in a float32 CPU tensor of
 the IMAGE's shape, as in the shared-memory IMAGE). Reported: best wall seconds, CUDA peak allocated
 during each decode above the weights, and the largest difference between the two IMAGEs. More GPUs
 need the worker group on the comfy backend (MGPU Loader's backend setting): run bench_vae.py --gpu
@@ -31,9 +31,9 @@ def run(checkpoint: Path, latent_fhw: tuple[int, int, int], repeats: int) -> dic
     device = torch.device("cuda", 0)
     import_comfyui(check_comfyui_root(os.environ["COMFYUI_PATH"]), device)
     from ltx2_mgpu.workers.engine.comfy.model import ComfyModel
-    from ltx2_mgpu.workers.strategies.comfy_vae_decode import SlabDecoder, decode_plan, padding_mode
+    from ltx2_mgpu.workers.engine.comfy.vae_slab_decode import SlabDecoder, decode_plan, padding_mode
+    from ltx2_mgpu.workers.strategies.halo_exchange import HaloExchange
     from ltx2_mgpu.workers.strategies.vae_decode import to_image
-    from ltx2_mgpu.workers.strategies.vae_encode import HaloExchange
 
     vae = ComfyModel.load(checkpoint, device, None).vae
     latent = torch.randn((1, 128, *latent_fhw), generator=torch.Generator().manual_seed(0))

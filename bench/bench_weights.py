@@ -42,9 +42,9 @@ from bench_step import AUDIO_FRAMES, SHAPES, TINY, TINY_SHAPES, median
 
 from ltx2_mgpu.workers.group.client import WorkerGroup
 from ltx2_mgpu.workers.group.launcher import Placement
-from ltx2_mgpu.workers.rank.ops_bench import LTX2_19B_TRANSFORMER
 from ltx2_mgpu.workers.wire.comfyui_root import COMFYUI_PATH_ENV, check_comfyui_root
 from ltx2_mgpu.workers.wire.memory_plan import RUNTIME_BYTES_PER_GPU, ModelSizes, activation_bytes
+from ltx2_mgpu.workers.wire.released_configs import LTX2_19B_TRANSFORMER
 from ltx2_mgpu.workers.wire.requests import BENCH_WEIGHT_FORMATS
 
 GIB = 2**30

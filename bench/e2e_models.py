@@ -93,7 +93,7 @@ def real_ltx23_config(num_layers: int | None = None) -> dict:
 
     from ltx2_mgpu.workers.embedded.tiny_ltx23 import tiny_ltx23_config
     from ltx2_mgpu.workers.engine.comfy.random_model import family_config
-    from ltx2_mgpu.workers.rank.ops_bench import LTX2_19B_TRANSFORMER
+    from ltx2_mgpu.workers.wire.released_configs import LTX2_19B_TRANSFORMER
 
     config = tiny_ltx23_config()
     transformer = {**config["transformer"], **family_config(LTX2_19B_TRANSFORMER, "2.3")}
@@ -262,7 +262,7 @@ def real_ltx25_config(num_layers: int | None = None) -> dict:
     (random_model.FAMILY_CHANGES["2.5"] over the 19B config). The keyframe position embedding is
     left out, as in the released layout (ComfyUI finds it by its key)."""
     from ltx2_mgpu.workers.engine.comfy.random_model import family_config
-    from ltx2_mgpu.workers.rank.ops_bench import LTX2_19B_TRANSFORMER
+    from ltx2_mgpu.workers.wire.released_configs import LTX2_19B_TRANSFORMER
 
     transformer = family_config(LTX2_19B_TRANSFORMER, "2.5")
     transformer.pop("use_keyframes_abs_pos_embedding")

@@ -5,7 +5,7 @@ call: native computes there, ours hands the call to the workers), timing each ca
 syncs; on our side also the workers' own forward time from their replies (the rest of a call is the
 hand-over). The Distributed VAE Decode's worker replies are kept too. With --profile-calls, the native
 calls with those indices run under torch.profiler here, and LTX2_MGPU_PROFILE_CALLS (read by the
-workers: workers/rank/call_profile.py) does the same inside each rank.
+workers: workers/engine/comfy/call_profile.py) does the same inside each rank.
 """
 
 from __future__ import annotations

@@ -9,17 +9,14 @@ from ..workers.group.launcher import PACK_ROOT, parse_devices
 from ..workers.group.manager import MGPUModel
 from ..workers.group.preflight import preflight
 from ..workers.strategies.guidance_plan import plan_guidance
-from ..workers.wire.backend import BACKEND_COMFY, BACKEND_LTXCORE, choose_backend
+from ..workers.wire.backend import choose_backend
+from ..workers.wire.capabilities import LoaderOptions, capabilities, check_loader_options
 from ..workers.wire.checks import ForwardMode
 from ..workers.wire.constants import DEFAULT_MAX_VIDEO_TOKENS
 from ..workers.wire.file_pairing import check_comfy_readable, check_vae_is_not_a_checkpoint
 from ..workers.wire.ltx_files import check_vae_files, read_model_file_info
-from ..workers.wire.model_family import ModelFamily, check_ltxcore_serves, detect_model_family
-from ..workers.wire.weight_placement import (
-    WEIGHTS_OFFLOADED,
-    WEIGHTS_REPLICATED,
-    check_weights,
-)
+from ..workers.wire.model_family import ModelFamily, detect_model_family
+from ..workers.wire.weight_placement import WEIGHTS_OFFLOADED, WEIGHTS_REPLICATED
 from . import comfy, jobs
 from .mgpu_lora import NO_LORA, lora_entry
 
@@ -61,24 +58,15 @@ def load_model(
     placement = parse_devices(gpus)
     guidance_groups = guidance_group_count(guidance_parallel, placement.world_size)
     # Inside ComfyUI, mode "comfyui" runs ComfyUI's own model stack in the workers; an unusable
-    # ComfyUI named by COMFYUI_PATH is refused here, before any worker starts.
-    ltxcore_only = tuple(
-        name
-        for name, on in (
-            ("compile_blocks", compile_blocks),
-            ("fp8_matmul", fp8_matmul),
-        )
-        if on
-    )
-    backend = choose_backend(PACK_ROOT, mode=mode, ltxcore_only=ltxcore_only)
-    if backend.backend == BACKEND_LTXCORE:
-        check_ltxcore_serves(found, path.name)
-        if guidance_groups > 1:
-            raise ValueError(
-                "guidance_parallel runs on ComfyUI's model stack in the workers (mode comfyui, compile_blocks "
-                "and fp8_matmul off); set guidance_parallel to auto or off for this model"
-            )
-    check_weights(weights, backend_is_comfy=backend.backend == BACKEND_COMFY)
+    # ComfyUI named by COMFYUI_PATH is refused here, before any worker starts. What the chosen engine
+    # cannot honour is refused from its capability table (NOTE [engine seam]).
+    backend = choose_backend(PACK_ROOT, mode=mode)
+    options = LoaderOptions(
+        file_name=path.name, family=found.family, weight_format=found.weight_format, mode=mode,
+        weight_dtype=weight_dtype, compile_blocks=bool(compile_blocks), fp8_matmul=bool(fp8_matmul),
+        weights=weights, guidance_groups=guidance_groups, devices=placement.devices,
+    )  # fmt: skip
+    check_loader_options(capabilities(backend.backend), options)
     # Before any worker loads a weight: per GPU what the option needs, refused when it does not fit.
     plan, reserve_bytes = preflight(
         header.shapes, header.dtypes, placement.devices, weights, max_video_tokens, weight_dtype

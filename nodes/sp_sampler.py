@@ -9,6 +9,7 @@ import torch
 from ..workers.group import console
 from ..workers.group.client import output_slot
 from ..workers.group.manager import MGPUModel
+from ..workers.wire.capabilities import capabilities, check_native_guider
 from ..workers.wire.checks import check_splittable
 from ..workers.wire.model_call import CACHE_MISS
 from ..workers.wire.requests import Sample
@@ -91,6 +92,7 @@ def guidance_fields(mgpu_model: MGPUModel, positive, negative, guider) -> dict:
                 "connect either a guider or positive / negative to the SP Sampler, not both: the guider "
                 "carries its own conditioning and scales"
             )
+        check_native_guider(capabilities(mgpu_model.backend), "a GUIDER on the SP Sampler")
         return {"guider": describe_guider(guider, mgpu_model)}
     if positive is None or negative is None:
         raise ValueError(

@@ -11,6 +11,8 @@ from ..workers.group.client import output_slot
 from ..workers.group.manager import MGPUModel
 from ..workers.strategies.tdp_preview import preview_region
 from ..workers.strategies.tiled import AUTO, TileGrid, make_grid, resolve_counts, upscaled_latent_shape
+from ..workers.wire.capabilities import capabilities, check_tdp_preview
+from ..workers.wire.checks import check_splittable
 from ..workers.wire.model_files import read_checkpoint_config
 from ..workers.wire.requests import DEFAULT_PREVIEW_FRAMES, TdpUpscale
 from ..workers.wire.requests import PREVIEW_OFF as OFF
@@ -73,9 +75,13 @@ def tdp_upscale(
     upscaler = comfy.full_path(UPSCALER_FOLDERS, upscale_model)
     out_shape = upscaled_latent_shape(tuple(parts.video.shape), read_checkpoint_config(upscaler))
     check_mode(preview)
+    check_tdp_preview(capabilities(mgpu_model.backend), preview, OFF)
     if preview != OFF:  # the preview's output is the size of its region
         grid = node_grid(out_shape, tiles_h, tiles_w, overlap, mgpu_model)
-        out_shape = preview_region(preview, preview_frames, grid, out_shape).shape
+        region = preview_region(preview, preview_frames, grid, out_shape)
+        if region.tile is not None:  # the whole group splits the one tile (sequence parallelism)
+            check_splittable(region.shape[2:], mgpu_model.world_size)
+        out_shape = region.shape
     schedule = torch.tensor(DEFAULT_SIGMAS) if sigmas is None else sigmas
     pos, frame_rate = conditioning_args(positive, "positive")
     neg = None if cfg == 1.0 else conditioning_args(negative, "negative")[0]

@@ -11,7 +11,7 @@ from ..workers.group.manager import MGPUModel
 from ..workers.text.gemma_lora import text_lora_pairs
 from ..workers.text.text_encoder import open_gemma
 from ..workers.text.text_tokenizer import load_prompt_tokenizer
-from ..workers.wire.backend import BACKEND_COMFY
+from ..workers.wire.capabilities import capabilities
 from ..workers.wire.file_pairing import check_text_encoder_fits
 from ..workers.wire.ltx_files import is_gemma4_file
 from ..workers.wire.model_files import read_safetensors_header
@@ -23,7 +23,7 @@ from .mgpu_lora import LORA_FOLDERS, NO_LORA
 
 FOLDER = "text_encoders"
 PROJECTION_KEY = "text_embedding_projection.aggregate_embed.weight"
-# LTX-2.3's projection (comfy/text_encoders/lt.py DualLinearProjection; the comfy backend serves it).
+# LTX-2.3's projection (comfy/text_encoders/lt.py DualLinearProjection; ComfyUI's engine serves it).
 DUAL_PROJECTION_KEYS = (
     "text_embedding_projection.video_aggregate_embed.weight",
     "text_embedding_projection.audio_aggregate_embed.weight",
@@ -91,11 +91,11 @@ def projection_width(checkpoint: str | Path) -> int:
 
 def encode_gemma4(mgpu_model: MGPUModel, path: Path, text: str, node_id, placement: str = "auto") -> list:
     """CONDITIONING of LTX-2.5's Gemma 4 file, computed by ComfyUI's own encoder, whole on rank 0 or
-    its layers spread over the group (workers/rank/ops_text_gemma4.py). The comfy backend only:
-    ltx-core has no Gemma 4."""
-    if mgpu_model.backend != BACKEND_COMFY:
+    its layers spread over the group (workers/engine/comfy/gemma4_job.py). ComfyUI's engine only:
+    ltx-core has no Gemma 4 (its capability table says so)."""
+    if not capabilities(mgpu_model.backend).gemma4_text:
         raise ValueError(
-            f"{path.name} is Gemma 4 (LTX-2.5's text encoder), which runs on the comfy backend only; load the "
+            f"{path.name} is Gemma 4 (LTX-2.5's text encoder), which runs on ComfyUI's engine only; load the "
             "model inside ComfyUI with MGPU Loader mode comfyui, or encode with CLIPLoader (type ltxv) + "
             "CLIPTextEncode"
         )

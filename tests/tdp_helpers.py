@@ -8,9 +8,8 @@ import torch
 from sp_reference import load_in_process
 
 from conftest import NestedStandIn, tiny_conditioning
-from ltx2_mgpu.workers.engine.ltxcore import tdp_upsample
+from ltx2_mgpu.workers.engine.ltxcore import tdp_job, tdp_upsample
 from ltx2_mgpu.workers.engine.ltxcore.conditioning import context_from_features
-from ltx2_mgpu.workers.rank import ops_tdp
 from ltx2_mgpu.workers.strategies import tiled
 from ltx2_mgpu.workers.strategies.tdp_preview import PreviewRegion
 
@@ -46,7 +45,7 @@ def run_tiled(
     stage, grid: tiled.TileGrid, audio: torch.Tensor | None, region: PreviewRegion | None = None, **job
 ) -> torch.Tensor:
     """The TDP stage on one rank in this process (`job` overrides the stage's settings)."""
-    return ops_tdp.denoise_upscaled(
+    return tdp_job.denoise_upscaled(
         stage.model, stage.video, audio, *stage.contexts, grid, {**stage.job, **job},
         rank=0, world_size=1, device=torch.device("cpu"), region=region,
     )  # fmt: skip

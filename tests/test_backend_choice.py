@@ -42,7 +42,6 @@ def test_comfyui_path_selects_comfy_for_mode_comfyui_only(pack, tmp_path, monkey
     choice = choose_backend(pack, mode="comfyui")
     assert (choice.backend, choice.root_path, choice.root_version) == ("comfy", str(root.resolve()), "0.33.0")
     assert choose_backend(pack, mode="reference").backend == "ltxcore"
-    assert choose_backend(pack, ltxcore_only=("fp8_matmul",)).backend == "ltxcore"
 
 
 def test_pack_inside_custom_nodes_selects_comfy(tmp_path, monkeypatch):

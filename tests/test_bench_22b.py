@@ -37,7 +37,7 @@ def comfy():
 
 
 def _config(random_model, family: str, tiny: bool = True) -> dict:
-    from ltx2_mgpu.workers.rank.ops_bench import LTX2_19B_TRANSFORMER
+    from ltx2_mgpu.workers.wire.released_configs import LTX2_19B_TRANSFORMER
 
     # bench_comfy_step --tiny's own small widths, so the counts checked here are the script's.
     small = _load_bench_module("bench_step").TINY if tiny else {}
@@ -76,7 +76,7 @@ def test_quantized_random_model_is_held_as_comfyui_holds_the_file(comfy, weights
     the compute dtype; a CFG step runs and gives finite values."""
     from comfy.quant_ops import QuantizedTensor
 
-    from ltx2_mgpu.workers.rank.ops_comfy_bench import random_job_inputs, time_steps
+    from ltx2_mgpu.workers.engine.comfy.bench import random_job_inputs, time_steps
 
     config = _config(comfy, "2.5")
     patcher = comfy.comfy_random_model(config, torch.device("cpu"), torch.float32, 0, weights)
@@ -119,7 +119,7 @@ def test_flops_formula_matches_the_linear_layers_comfyui_runs(comfy, family):
     """Over one sampling run (2 CFG model calls) of ComfyUI's forward, every Linear's 2 x rows x in x out
     adds up to the formula's Linear part within 1% (the AdaLN MLPs it leaves out are small; the context is
     given processed, so the text connectors do not run, as in a step after the first)."""
-    from ltx2_mgpu.workers.rank.ops_comfy_bench import random_job_inputs, time_steps
+    from ltx2_mgpu.workers.engine.comfy.bench import random_job_inputs, time_steps
 
     av_flops = _load_bench_module("av_flops")
     config = _config(comfy, family)

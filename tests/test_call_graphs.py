@@ -102,7 +102,7 @@ def test_a_model_with_another_nodes_block_patches_keeps_them_and_runs_eagerly():
     patcher = SimpleNamespace(
         load_device=torch.device("cuda", 0), model=SimpleNamespace(), model_options=patches
     )
-    assert attach_call_graphs(patcher, world_size=1, enabled=True) is None
+    assert attach_call_graphs(patcher, SimpleNamespace(world_size=1), enabled=True) is None
     assert patches["transformer_options"]["patches_replace"]["dit"] == {("double_block", 3): theirs}
 
 

@@ -219,7 +219,7 @@ def test_native_int8_convrot_depends_on_batching(native25):  # noqa: F811
     """Why the guidance plan keeps cond and uncond batched on quantized weights (auto): natively, the
     int8 convrot model gives other latents when ComfyUI runs cond and uncond as one batch than as two
     (as it does on a GPU short of memory), far beyond rounding; bf16 does not. If ComfyUI changes that,
-    this test fails and the rule (workers/rank/ops_comfy.requested_groups) can go."""
+    this test fails and the rule (workers/engine/comfy/sample_job.requested_groups) can go."""
     args = inputs(native25)
     apart = {}
     for label, model in (("bf16", native25.model), ("int8", native25.model_int8)):
@@ -270,7 +270,7 @@ def test_ltxcore_backend_refuses_ltx25_before_loading(tiny25):
 
     model = MGPUModel.create(tiny25.transformer, devices="cpu:1", dtype="float32", backend="ltxcore")
     try:
-        with pytest.raises(JobInputError, match=r"LTX-2\.5.*ltx-core backend.*inside ComfyUI"):
+        with pytest.raises(JobInputError, match=r"LTX-2\.5.*ltx-core engine.*inside ComfyUI"):
             get_manager().acquire(model)
     finally:
         get_manager().unload()
@@ -313,7 +313,7 @@ def test_loader_refuses_ltx25_on_ltxcore_before_any_worker(native25, tiny25):  #
     from ltx2_mgpu.nodes.loader import load_model
 
     before = get_manager().group
-    with pytest.raises(ValueError, match=r"is LTX-2\.5; the ltx-core backend.*inside ComfyUI"):
+    with pytest.raises(ValueError, match=r"is LTX-2\.5; the ltx-core engine.*inside ComfyUI"):
         load_model(
             tiny25.transformer.name, "cpu:1", "float32", mode="reference",
             video_vae_name=tiny25.video_vae.name, audio_vae_name=tiny25.audio_vae.name,

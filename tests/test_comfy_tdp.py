@@ -4,7 +4,7 @@ Native: ComfyUI's own nodes in this process on the tiny checkpoint and upscaler,
 stage 2: CheckpointLoaderSimple, LatentUpscaleModelLoader -> LTXVLatentUpsampler, the stage-1 audio
 held by a zero noise mask -> LTXVConcatAVLatent, CFGGuider + RandomNoise + KSamplerSelect +
 ManualSigmas (the stage-2 sigmas) -> SamplerCustomAdvanced.
-Ours: the "tdp_upscale" command (workers/rank/ops_tdp_comfy.py) in 1, 2 and 3 CPU ranks over gloo,
+Ours: the "tdp_upscale" command (workers/engine/comfy/tdp_job.py) in 1, 2 and 3 CPU ranks over gloo,
 each rank loading the same file through ComfyUI's checkpoint loader (engine/comfy/model.py).
 
 Bounds: the largest difference relative to the largest native magnitude, at most 1e-5. One tile with
@@ -24,6 +24,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 from comfyui_harness import comfyui_in_process, comfyui_root
+from rank_job import local_job
 
 from conftest import run_ranks, tiny_conditioning
 from ltx2_mgpu.workers.embedded.tiny_model import CAPTION_CHANNELS
@@ -96,19 +97,30 @@ def native(tiny) -> dict[bool, list[torch.Tensor]]:
         return out
 
 
-def tdp_args(inputs: SimpleNamespace, case: tuple[int, int, int, bool], upscaler: Path) -> dict:
-    """The command's arguments as the node sends them (nodes/tdp_upscaler.py)."""
+def tdp_args(
+    inputs: SimpleNamespace,
+    case: tuple[int, int, int, bool],
+    upscaler: Path,
+    preview: str = "off",
+    preview_frames: int = 9,
+    sigmas: str = STAGE2_SIGMAS,
+) -> dict:
+    """The command's arguments as the node sends them (nodes/tdp_upscaler.py), the output slot sized by
+    the command's own plan (a preview's is its region's)."""
+    from ltx2_mgpu.workers.strategies.tdp_plan import plan_tdp
+    from ltx2_mgpu.workers.wire.requests import TdpUpscale
+
     tiles_h, tiles_w, overlap, with_audio = case
-    b, c, f, h, w = VIDEO_SHAPE
-    return {
+    args = {
         "video": inputs.video, "audio": inputs.audio if with_audio else None,
         "positive": {"tensor": inputs.positive[0][0], "unprocessed": True},
         "negative": {"tensor": inputs.negative[0][0], "unprocessed": True},
-        "frame_rate": FPS, "sigmas": torch.tensor([float(s) for s in STAGE2_SIGMAS.split(",")]),
+        "frame_rate": FPS, "sigmas": torch.tensor([float(s) for s in sigmas.split(",")]),
         "sampler": SAMPLER, "cfg": CFG, "seed": SEED,
         "tiles_h": tiles_h, "tiles_w": tiles_w, "overlap": overlap, "upscaler": str(upscaler),
-        "out_video": torch.zeros(b, c, f, 2 * h, 2 * w),
+        "preview": preview, "preview_frames": preview_frames,
     }  # fmt: skip
+    return {**args, "out_video": torch.zeros(plan_tdp(TdpUpscale.from_wire(args)).out_shape)}
 
 
 def _tdp_ranks(rank: int, world_size: int, init_file: str, root: str, tiny_dir: str, out_dir: str) -> None:
@@ -127,13 +139,11 @@ def _tdp_ranks(rank: int, world_size: int, init_file: str, root: str, tiny_dir: 
     import_comfyui(check_comfyui_root(root), device)
     # Without its VAE, as the comfy backend's loader loads it: the statistics come from the file.
     model = ComfyModel.load(Path(tiny_dir) / CHECKPOINT_FILE_NAME, device, torch.float32, with_vae=False)
-    job = SimpleNamespace(
-        rank=rank, world_size=world_size, runtime=SimpleNamespace(device=device, state={"model": model}),
-        progress=lambda step, total, **extra: None, check_cancel=lambda: None,
-    )  # fmt: skip
+    job = local_job(rank, world_size, model)
     inputs = stage1_inputs()
-    for name, case in CASES.items():
-        args = tdp_args(inputs, case, Path(tiny_dir) / UPSCALER_FILE_NAME)
+    upscaler = Path(tiny_dir) / UPSCALER_FILE_NAME
+    cases = {name: tdp_args(inputs, case, upscaler) for name, case in CASES.items()}
+    for name, args in cases.items():
         t0 = time.perf_counter()
         result = tdp_upscale(job, args)
         if rank == 0:

@@ -16,12 +16,12 @@ import json
 import os
 import time
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 import torch
 import torch.distributed as dist
 from comfyui_harness import comfyui_in_process, comfyui_root
+from rank_job import local_job
 
 from conftest import run_ranks
 
@@ -101,18 +101,9 @@ def make_cases(checkpoint: Path, folder: Path) -> None:
     torch.save({"inputs": inputs, "native": native, "checkpoint": str(checkpoint)}, folder / "cases.pt")
 
 
-def _fake_job(rank: int, world_size: int, model) -> SimpleNamespace:
-    runtime = SimpleNamespace(
-        rank=rank, world_size=world_size, device=torch.device("cpu"), backend="gloo",
-        control_group=dist.group.WORLD, state={"model": model},
-    )  # fmt: skip
-    return SimpleNamespace(
-        rank=rank,
-        world_size=world_size,
-        runtime=runtime,
-        progress=lambda *a, **k: None,
-        check_cancel=lambda: None,
-    )
+def _fake_job(rank: int, world_size: int, model):
+    """The rank's job with ComfyUI's engine holding `model` (tests/rank_job.py)."""
+    return local_job(rank, world_size, model)
 
 
 def _shared(path: Path, shape: tuple[int, ...]) -> torch.Tensor:

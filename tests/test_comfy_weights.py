@@ -34,6 +34,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 from comfyui_harness import comfyui_root
+from rank_job import local_job
 from test_comfy_tdp import stage1_inputs, tdp_args
 from test_comfyui_native_parity import Case, comfy, errors, native_inputs, our_sample  # noqa: F401
 
@@ -169,10 +170,7 @@ def _tdp_all(
         )
         if weights == "sharded":
             shard_blocks(model.patcher, device, dist.group.WORLD)
-        job = SimpleNamespace(
-            rank=rank, world_size=world_size, runtime=SimpleNamespace(device=device, state={"model": model}),
-            progress=lambda step, total, **extra: None, check_cancel=lambda: None,
-        )  # fmt: skip
+        job = local_job(rank, world_size, model, device=device, backend=backend)
         args = tdp_args(stage1_inputs(), UNEVEN_TILES[world_size], Path(tiny_dir) / UPSCALER_FILE_NAME)
         result = tdp_upscale(job, args)
         saved[weights] = {
@@ -240,7 +238,7 @@ def check_tdp_parity(tmp_path: Path, ranks: int) -> None:
 
 def test_the_ltxcore_backend_refuses_offloaded_weights(tiny):
     with pytest.raises(
-        ValueError, match=r"weights offloaded runs on ComfyUI's model stack.*set weights to replicated"
+        ValueError, match=r"weights offloaded runs on ComfyUI's engine.*set weights to replicated"
     ):
         LoadModel(checkpoint=str(tiny.checkpoint), backend="ltxcore", weights="offloaded")
     with pytest.raises(ValueError, match=r"weights 'pooled' is not one of replicated, offloaded, sharded"):

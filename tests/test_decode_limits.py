@@ -12,8 +12,8 @@ import torch
 from safetensors.torch import save_file
 
 from ltx2_mgpu.nodes.vae_decode import decode_latent
+from ltx2_mgpu.workers.engine.ltxcore.vae_job import validate
 from ltx2_mgpu.workers.rank.ops import InputRejected, read_request
-from ltx2_mgpu.workers.rank.ops_vae import validate
 from ltx2_mgpu.workers.strategies.decode_limits import check_decodable, min_decode_cells
 from ltx2_mgpu.workers.strategies.vae_tiles import TileSettings
 from ltx2_mgpu.workers.wire.requests import VaeDecode

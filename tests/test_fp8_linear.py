@@ -43,7 +43,7 @@ from ltx2_mgpu.workers.engine.ltxcore.fp8_linear import (
 from ltx2_mgpu.workers.engine.ltxcore.lora import FuseTarget, LoraFuser
 from ltx2_mgpu.workers.engine.ltxcore.model_forward import ForwardMode
 from ltx2_mgpu.workers.engine.ltxcore.reference import denoiser, load_in_process, relative_error
-from ltx2_mgpu.workers.rank.ops_bench import LTX2_19B_TRANSFORMER
+from ltx2_mgpu.workers.wire.released_configs import LTX2_19B_TRANSFORMER
 
 CPU = torch.device("cpu")
 # Weights and activations each keep 3 mantissa bits (rounding <= 2^-4 of a value); measured 2.8e-2.

@@ -16,7 +16,7 @@ ALLOWED = {
     "strategies": {"wire"},
     "text": {"wire"},
     "embedded": {"wire", "engine", "text"},
-    "engine": {"wire", "strategies"},  # a backend may attach the strategies (SP, tiles) to its model
+    "engine": {"wire", "strategies", "text"},  # an engine attaches the strategies (SP, tiles) to its model
     "rank": {"wire", "engine", "strategies", "text", "embedded"},
 }
 

@@ -175,7 +175,7 @@ def test_sharded_on_a_shared_gpu_and_the_ltxcore_backend_are_refused_with_what_t
     check_sharded_devices("sharded", ("cuda:0", "cuda:1"))
     check_sharded_devices("offloaded", ("cuda:0", "cuda:0"))
     with pytest.raises(
-        ValueError, match=r"weights offloaded runs on ComfyUI's model stack .* set weights to replicated"
+        ValueError, match=r"weights offloaded runs on ComfyUI's engine .* set weights to replicated"
     ):
         check_weights("offloaded", backend_is_comfy=False)
     check_weights("offloaded", backend_is_comfy=True)
@@ -192,7 +192,9 @@ def test_the_loader_refuses_before_any_worker_starts(tiny, monkeypatch):
     with pytest.raises(ValueError, match=r"No weights option fits these GPUs: even offloaded needs"):
         load_model(str(tiny.checkpoint), "cpu:2", "float32", weights="replicated")
     monkeypatch.setenv("LTX2_MGPU_BACKEND", "ltxcore")
-    with pytest.raises(ValueError, match=r"weights offloaded runs on ComfyUI's model stack"):
+    with pytest.raises(
+        ValueError, match=r"weights offloaded is not served by the ltx-core engine.*replicated"
+    ):
         load_model(str(tiny.checkpoint), "cpu:2", "float32", weights="offloaded")
     assert worker_children() == []
 

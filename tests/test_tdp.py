@@ -21,9 +21,8 @@ from tdp_helpers import (
 
 from ltx2_mgpu.nodes.sp_sampler import sample_latent
 from ltx2_mgpu.nodes.tdp_upscaler import GRIDS, parse_tiles, tdp_upscale
-from ltx2_mgpu.workers.engine.ltxcore import latents, tdp_upsample
+from ltx2_mgpu.workers.engine.ltxcore import latents, tdp_job, tdp_upsample
 from ltx2_mgpu.workers.group.manager import MGPUModel
-from ltx2_mgpu.workers.rank import ops_tdp
 from ltx2_mgpu.workers.strategies import tiled
 
 # Ranks sum their tiles in another order than one rank does: float32 rounding, relative to the max.
@@ -168,7 +167,7 @@ def test_upsampler_doubles_space_between_the_vae_statistics(stage):
 def test_one_tile_without_overlap_is_the_untiled_stage_bit_for_bit(stage):
     cpu = torch.device("cpu")
     untiled_start = time.perf_counter()
-    untiled = ops_tdp.denoise_untiled(
+    untiled = tdp_job.denoise_untiled(
         stage.model, stage.video, stage.audio, *stage.contexts, stage.job, device=cpu
     )
     untiled_s = time.perf_counter() - untiled_start

@@ -23,8 +23,8 @@ from tdp_helpers import (
 from conftest import worker_children
 from ltx2_mgpu.nodes.tdp_upscaler import tdp_upscale
 from ltx2_mgpu.workers.group.manager import MGPUModel
-from ltx2_mgpu.workers.rank import ops_tdp
 from ltx2_mgpu.workers.strategies import tiled
+from ltx2_mgpu.workers.strategies.tdp_plan import tokens_on_rank
 from ltx2_mgpu.workers.strategies.tdp_preview import audio_frames, preview_region
 
 # Relative to the largest |value|. The group splits the centre tile over its ranks (sequence
@@ -69,8 +69,8 @@ def test_centre_tile_frames_and_region_shapes():
     with pytest.raises(ValueError, match="preview_frames must be at least 1"):
         preview_region("first frames", 0, grid, shape)
     # Work per rank per model call: a centre tile split over 4 GPUs is a quarter of one tile.
-    assert ops_tdp.tokens_on_rank(grid, None, shape, 0, 4) == 16 * 19 * 27
-    assert [ops_tdp.tokens_on_rank(grid, centre, shape, r, 4) for r in range(4)] == [16 * 19 * 27 // 4] * 4
+    assert tokens_on_rank(grid, None, shape, 0, 4) == 16 * 19 * 27
+    assert [tokens_on_rank(grid, centre, shape, r, 4) for r in range(4)] == [16 * 19 * 27 // 4] * 4
     # The interior: cells no neighbour shares, where the full run's result is the tile's own output.
     interior = tiled.make_grid((12, 12), (3, 3), 1).tiles[4].interior()
     assert interior.shape == (5, 5) and interior.sum() == 9 and interior[1:4, 1:4].all()
@@ -172,3 +172,18 @@ def test_node_previews_on_two_ranks(manager, tiny):
     assert video.shape == (1, 128, 1, 8, 10) and torch.isfinite(video).all()
     # One frame at 24 fps: round(1 / 24 * 25) = 1 audio latent frame, the stage-1 audio's first.
     assert torch.equal(first_audio, audio[:, :, :1]) and torch.equal(audio, node_stage.audio)
+
+
+@pytest.mark.usefixtures("fake_comfy")
+def test_a_centre_tile_smaller_than_the_group_is_refused_in_the_node(tiny):
+    """A centre-tile preview splits the one tile over every rank (both engines): a tile with fewer tokens
+    than ranks is refused by the node, naming the sizes, before a worker starts or a slot is made."""
+    from conftest import assert_no_leaks, worker_children
+
+    node_stage = make_stage(tiny, NODE_STAGE1)
+    kwargs, _ = node_inputs(node_stage, tiny)
+    model = MGPUModel.create(tiny.checkpoint, devices="cpu:64", dtype="float32")
+    with pytest.raises(ValueError, match=r"the video latent has 60 tokens .* for 64 workers"):
+        tdp_upscale(model, **{**kwargs, "preview": "centre tile"})
+    assert worker_children() == []
+    assert_no_leaks()

@@ -13,7 +13,7 @@ import torch
 from tdp_helpers import make_stage, run_tiled
 
 from ltx2_mgpu.nodes.tdp_upscaler import DEFAULT_OVERLAP_CELLS
-from ltx2_mgpu.workers.rank import ops_tdp
+from ltx2_mgpu.workers.engine.ltxcore import tdp_job
 from ltx2_mgpu.workers.strategies import tiled
 from ltx2_mgpu.workers.strategies.tile_seams import edge_differences, seam_edges, seam_report
 
@@ -75,7 +75,7 @@ def test_metric_refuses_what_it_cannot_measure():
 
 def test_no_seam_with_the_default_overlap_on_the_tiny_model(tiny):
     stage = make_stage(tiny, STAGE1, cfg=1.0)
-    untiled = ops_tdp.denoise_untiled(
+    untiled = tdp_job.denoise_untiled(
         stage.model, stage.video, stage.audio, *stage.contexts, stage.job, device=torch.device("cpu")
     )
     ratios = {}

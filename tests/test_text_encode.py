@@ -29,8 +29,8 @@ from ltx2_mgpu.workers.embedded.tiny_gemma import make_tiny_gemma
 from ltx2_mgpu.workers.engine.ltxcore.reference import load_in_process, relative_error, sample_in_process
 from ltx2_mgpu.workers.group.client import output_slot
 from ltx2_mgpu.workers.group.manager import MGPUModel, get_manager
-from ltx2_mgpu.workers.rank.ops_text import split_layers
 from ltx2_mgpu.workers.text.gemma3 import SequenceContext
+from ltx2_mgpu.workers.text.placement import split_layers
 from ltx2_mgpu.workers.text.quantized import block_scale_index, dequantize_nvfp4
 from ltx2_mgpu.workers.text.text_encoder import load_segment, open_gemma, text_features
 from ltx2_mgpu.workers.text.text_tokenizer import MIN_LENGTH, PAD_ID, load_prompt_tokenizer

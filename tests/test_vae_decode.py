@@ -24,9 +24,10 @@ from ltx2_mgpu.nodes import vae_decode as vae_decode_node
 from ltx2_mgpu.nodes.vae_decode import decode_latent
 from ltx2_mgpu.workers.embedded.tiny_model import tiny_checkpoint_config
 from ltx2_mgpu.workers.engine.ltxcore import checkpoint
+from ltx2_mgpu.workers.engine.ltxcore.vae_tiling import ltxcore_plan as make_plan
 from ltx2_mgpu.workers.group.client import output_slot
 from ltx2_mgpu.workers.group.manager import MGPUModel
-from ltx2_mgpu.workers.strategies.vae_tiles import MAX_AUTO_TILE_CELLS, TilePlan, TileSettings, make_plan
+from ltx2_mgpu.workers.strategies.vae_tiles import MAX_AUTO_TILE_CELLS, TilePlan, TileSettings
 from ltx2_mgpu.workers.wire import model_files
 from ltx2_mgpu.workers.wire.errors import JobInputError
 from ltx2_mgpu.workers.wire.vae_outputs import audio_output, image_shape
@@ -92,7 +93,7 @@ def test_plan_has_ltx_cores_tiles_and_blend():
         decoder = VideoDecoderConfigurator.from_config(tiny_checkpoint_config())
     for fhw, settings in itertools.product(SHAPES, SETTINGS):
         ref = decoder._prepare_tiles(torch.empty(1, 128, *fhw, device="meta"), ltx_config(settings))
-        plan = make_plan(fhw, settings, world_size=3)
+        plan = make_plan(fhw, settings, 3)
         assert plan.num_tiles == len(ref), (fhw, settings)
         for i, tile in enumerate(ref):
             assert tile.in_coords[2:] == plan.latent_slices(i)

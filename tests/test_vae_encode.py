@@ -25,10 +25,10 @@ from ltx2_mgpu.nodes import vae_encode as vae_encode_node
 from ltx2_mgpu.nodes.vae_encode import crop_like_native, encode_pixels
 from ltx2_mgpu.workers.embedded.tiny_model import tiny_checkpoint_config
 from ltx2_mgpu.workers.engine.ltxcore import checkpoint
+from ltx2_mgpu.workers.engine.ltxcore.encoder_reach import EncoderReach, encoder_reach
+from ltx2_mgpu.workers.engine.ltxcore.vae_slab_encode import unsupported_reason
 from ltx2_mgpu.workers.group.manager import MGPUModel, get_manager
 from ltx2_mgpu.workers.rank.ops_vae_encode import latent_shape
-from ltx2_mgpu.workers.strategies.encoder_reach import EncoderReach, encoder_reach
-from ltx2_mgpu.workers.strategies.vae_encode import unsupported_reason
 from ltx2_mgpu.workers.strategies.vae_encode_plan import AUTO_CHUNK_PIXELS, HEIGHT, WIDTH, make_plan
 
 TOLERANCE = 1e-4

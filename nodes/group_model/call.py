@@ -23,6 +23,7 @@ import torch
 from ...workers.group.kept_slots import KeptSlots
 from ...workers.group.manager import MGPUModel, get_manager
 from ...workers.wire import model_call as wire
+from ...workers.wire.capabilities import capabilities
 from ...workers.wire.errors import JobInputError
 from ...workers.wire.requests import ComfyModelCall, ComfyTextEmbeds, Request
 from .. import comfy
@@ -62,6 +63,13 @@ class GroupModelCall:
         self._patches = PatchSetSender()
         self._current_patches: Callable[[], dict] = dict  # the sampling clone's weight patches
 
+    def _check_engine(self) -> None:
+        """ValueError, before anything reaches the group, when the recipe's engine cannot serve the
+        MODEL (its capability table: the ltx-core engine has no native model calls)."""
+        engine = capabilities(self.recipe.backend)
+        if not engine.model_output:
+            raise ValueError(f"the MGPU Loader's MODEL output {engine.refusal}; or use the SP Sampler")
+
     @property
     def patch_sender(self) -> PatchSetSender:
         """The weight patch sets sent for this MODEL (the SP Sampler's GUIDER path sends through it too)."""
@@ -78,6 +86,7 @@ class GroupModelCall:
         """What LTXAVModel.forward(x, timestep, context=, transformer_options=, **kwargs) returns,
         computed by the ranks. `x` is one tensor, or the list of streams of an AV latent."""
         comfy.throw_if_interrupted()  # as native: a cancel between model calls stops the sampler
+        self._check_engine()
         streams = list(x) if isinstance(x, list | tuple) else [x]
         call = {
             "timestep": timestep,
@@ -151,6 +160,7 @@ class GroupModelCall:
             if (flag, loras, signature) == key and _same(source, context):
                 return out
         comfy.throw_if_interrupted()
+        self._check_engine()
         for attempt in range(2):
             patch_token, encoded = self._patches.fields(patches)
             request = ComfyTextEmbeds(

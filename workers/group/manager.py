@@ -16,11 +16,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from ..wire.backend import BACKEND_COMFY, BACKEND_LTXCORE, COMFY_OPS
+from ..wire.backend import BACKEND_LTXCORE
+from ..wire.capabilities import capabilities
 from ..wire.constants import DEFAULT_MAX_VIDEO_TOKENS
 from ..wire.errors import JobInputError, WorkerGroupError
 from ..wire.lora_files import LoraSpec, active_loras
-from ..wire.model_family import LTXCORE_FAMILIES
 from ..wire.model_files import describe_checkpoint
 from ..wire.requests import LoadModel, Request, SetLoras, uses_loras
 from ..wire.weight_placement import AUTO_RESIDENT, WEIGHTS_REPLICATED, check_sharded_devices
@@ -78,18 +78,22 @@ ProgressFn = Callable[[int, int, dict], None]
 
 
 def for_op(model: MGPUModel, op: str) -> MGPUModel:
-    """The recipe an op runs on: commands not yet served by the comfy backend run on ltx-core (the
-    group then loads the file there; a log line says so once per op)."""
-    if model.backend != BACKEND_COMFY or op in COMFY_OPS:
+    """The recipe an op runs on: a command the recipe's engine does not serve (the single forward of
+    parity tests and benchmarks on ComfyUI's engine) runs on ltx-core, which then loads the file in a
+    group of its own (a log line says so once per op)."""
+    engine = capabilities(model.backend)
+    if engine.serves(op) or model.backend == BACKEND_LTXCORE:
         return model
-    if model.family and model.family not in LTXCORE_FAMILIES:
+    ltxcore = capabilities(BACKEND_LTXCORE)
+    if not ltxcore.serves(op) or (model.family and model.family not in ltxcore.families):
         raise ValueError(
-            f"{op} runs on the ltx-core backend only so far, and ltx-core 1.0.0 has no {model.family}; "
-            f"{Path(model.checkpoint).name} runs on the comfy backend in: {', '.join(COMFY_OPS)}"
+            f"{op} is not served by {engine.title}, and {ltxcore.title} cannot run "
+            f"{Path(model.checkpoint).name} ({model.family or 'unknown release'}); it serves "
+            f"{', '.join(ltxcore.families)}"
         )
     if op not in _logged_ltxcore_ops:
         _logged_ltxcore_ops.add(op)
-        _log.info("%s runs on the ltx-core backend (the comfy backend serves %s)", op, ", ".join(COMFY_OPS))
+        _log.info("%s runs on %s (%s does not serve it)", op, ltxcore.title, engine.title)
     return replace(model, backend=BACKEND_LTXCORE, comfyui_root="", comfyui_version="")
 
 
@@ -98,6 +102,7 @@ class GroupManager:
         self._lock = threading.RLock()
         self._group: client.WorkerGroup | None = None
         self._loaded: MGPUModel | None = None  # the base (loras=()) loaded in the group
+        self._engine: str | None = None  # the group's engine (NOTE [engine seam]): fixed at its first load
         self._loras: LoraSpec | None = ()  # the LoRA set fused into it; None: unknown, ask the workers
         self.env: dict[str, str] = {}
 
@@ -132,12 +137,17 @@ class GroupManager:
             elif group is not None and group.placement != model.placement:
                 self.unload(f"the model asks for other devices: {', '.join(model.placement.devices)}")
                 group = None
+            elif group is not None and self._engine not in (None, model.backend):
+                # A group runs one engine for its life: a ComfyUI group never imports ltx-core.
+                self.unload(f"the model runs on {capabilities(model.backend).title}")
+                group = None
             if group is None:
                 env = {**launcher.comfyui_attention_env(), **self.env}  # the tests' env wins
                 group = client.WorkerGroup(model.placement, env=env).start()
-                self._group, self._loaded = group, None
+                self._group, self._loaded, self._engine = group, None, None
             if self._loaded != base:
                 self._loaded = None
+                self._engine = model.backend  # the ranks make it at this load, whether it succeeds or not
                 t_load = time.monotonic()
                 try:
                     replies = group.run(
@@ -215,7 +225,7 @@ class GroupManager:
         with self._lock:
             if self._group is not None:
                 self._group.stop(reason)
-            self._group, self._loaded, self._loras = None, None, ()
+            self._group, self._loaded, self._loras, self._engine = None, None, (), None
 
 
 def _describe(model: MGPUModel) -> str:

@@ -16,20 +16,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+from ..engine.protocol import Cancelled, InputRejected
 from ..wire.requests import Request
+
+__all__ = ["OPS", "Cancelled", "InputRejected", "load_all", "op", "read_request"]
 
 R = TypeVar("R", bound=Request)
 
 Handler = Callable[[Any, dict], "dict | None"]
 OPS: dict[str, Handler] = {}
-
-
-class InputRejected(ValueError):
-    """Raised alike on every rank, before any collective, when a job's input is unusable."""
-
-
-class Cancelled(Exception):
-    """Raised alike on every rank once a cancel was agreed at a step boundary."""
 
 
 def op(command: str | type[Request]) -> Callable[[Handler], Handler]:

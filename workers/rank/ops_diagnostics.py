@@ -17,7 +17,12 @@ def ping(job, args: dict) -> dict:
     foreign = sorted(
         m for m in sys.modules if m.split(".")[0] in ("comfy", "folder_paths", "nodes", "server", "execution")
     )
-    return {"rank": job.rank, "pid": os.getpid(), "echo": args.get("echo"), "comfyui_modules": foreign}
+    # A group on ComfyUI's engine never imports ltx-core (NOTE [engine seam]; tests/test_engine_seam.py).
+    ltx_core = sorted(m for m in sys.modules if m.split(".")[0] == "ltx_core")
+    return {
+        "rank": job.rank, "pid": os.getpid(), "echo": args.get("echo"), "comfyui_modules": foreign,
+        "ltx_core_modules": ltx_core,
+    }  # fmt: skip
 
 
 def pattern(start: int, count: int, seed: int) -> torch.Tensor:

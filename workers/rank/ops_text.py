@@ -4,6 +4,8 @@ Args: "text_encoder" (path of a ComfyUI single file or an HF folder), "prompts" 
 BOS first, from `text_tokenizer`), "placement" ("auto" | "layers" | "replicas"), "outputs" (one
 float32 output slot [1, n_p, C] per prompt, n_p = its number of ids, C = the projection's width).
 
+Gemma runs the same way on both engines; what turns its hidden states into LTX's features is the
+engine's text head (Engine.text_head: ComfyUI's LTXAVTEModel, or ltx-core's projection Linear).
 Placement (the Gemma weights stay resident in `runtime.state`, keyed by file version, dtype and
 placement, until the group stops or another encoder is asked for):
 - "replicas": every rank holds all of Gemma; prompt p runs on rank p mod world_size, which also
@@ -20,7 +22,6 @@ is the same for any placement and rank count (bit for bit on one device type).
 from __future__ import annotations
 
 import gc
-import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,21 +29,16 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from ..engine.comfy.model import ComfyModel
+from ..engine.protocol import TextHead
 from ..text.gemma3 import COMPUTE_DTYPE, GemmaSegment, SequenceContext
 from ..text.gemma_lora import apply_text_loras, text_lora_pairs
-from ..text.text_encoder import GemmaFiles, feature_dtype, load_segment, open_gemma
+from ..text.placement import REPLICA_HEADROOM, free_bytes, split_layers
+from ..text.text_encoder import GemmaFiles, load_segment, open_gemma
 from ..text.text_tokenizer import PAD_ID, padded_length
 from ..wire.requests import EncodeText
 from .ops import InputRejected, op
-from .text_heads import comfy_text_head, gemma_dtype, project
 
 STATE_KEY = "text_encoder"
-# "auto" picks replicas when weights x this fit each rank's free memory. Measured on an H200 with
-# Gemma 3 12B in bf16 (bench/bench_text_encode.py): 22.0 GiB of weights, peak 27.0 GiB (1.23x) for a
-# 2,048-token prompt (float32 hidden states, per-matmul float32 weight casts, attention); 1.4 leaves
-# room for prompts of about 4,000 tokens.
-REPLICA_HEADROOM = 1.4
 
 
 @dataclass
@@ -64,23 +60,6 @@ def file_stamp(path: Path) -> tuple:
     return tuple((str(f), f.stat().st_size, f.stat().st_mtime_ns) for f in files)
 
 
-def _projection(job, files: GemmaFiles):
-    """The text projection: the ltx-core model's Linear, or ComfyUI's head (text_heads.py)."""
-    model = job.runtime.state.get("model")
-    if model is None:
-        raise InputRejected("no model is loaded in the worker group; run the MGPU Loader first")
-    if isinstance(model, ComfyModel):
-        return comfy_text_head(job, model, files)
-    extractor = getattr(model.processor, "feature_extractor", None)
-    projection = getattr(extractor, "aggregate_embed", None)
-    if not isinstance(projection, torch.nn.Linear):
-        raise InputRejected(
-            f"the checkpoint {model.path.name} has no single text projection (text_embedding_projection."
-            "aggregate_embed); LTX-2.3's dual projection is served on the comfy backend (inside ComfyUI), not on ltx-core"
-        )
-    return projection
-
-
 @dataclass(frozen=True)
 class EncodeRequest:
     """A validated "encode_text" job: the encoder's files and identity, the projection to apply."""
@@ -89,7 +68,7 @@ class EncodeRequest:
     files: GemmaFiles
     stamp: tuple
     placement: str
-    projection: torch.nn.Linear  # or engine.comfy.text_projection.ComfyTextHead on the comfy backend
+    projection: TextHead  # the engine's (Engine.text_head)
     loras: tuple[tuple[str, float], ...] = ()  # text-encoder LoRAs (path, strength), patched at load
 
 
@@ -125,7 +104,7 @@ def _validate(job, request: EncodeText) -> EncodeRequest:
                 f"the LoRA {Path(lora).name} changes {len(quantized)} layers that {path.name} stores quantized "
                 f"(e.g. {quantized[0]}); a text-encoder LoRA needs the bf16 Gemma file"
             )
-    projection = _projection(job, files)
+    projection = job.engine.text_head(job, files)
     config = files.config
     if projection.in_features != config.feature_width:
         raise InputRejected(
@@ -145,56 +124,6 @@ def _validate(job, request: EncodeText) -> EncodeRequest:
                 f"output slot {p} is {list(out.shape)} {out.dtype}; expected [1, {len(ids)}, {projection.out_features}] float32"
             )
     return EncodeRequest(path, files, stamp, placement, projection, loras)
-
-
-def free_bytes(job) -> list[tuple[str, int]]:
-    """(device, free bytes for this rank) of every rank; collective. Ranks sharing a device (or the
-    host's memory, for CPU ranks) split its free memory evenly."""
-    rt = job.runtime
-    device = rt.device
-    if device.type == "cuda":
-        free, _ = torch.cuda.mem_get_info(device)
-        free += torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
-    else:
-        free = _host_available_bytes()
-    mine = (str(device) if device.type == "cuda" else "cpu", int(free))
-    everyone: list = [mine]
-    if rt.world_size > 1:
-        everyone = [None] * rt.world_size
-        dist.all_gather_object(everyone, mine, group=rt.control_group)
-    sharing = {d: sum(1 for other, _ in everyone if other == d) for d, _ in everyone}
-    return [(d, f // sharing[d]) for d, f in everyone]
-
-
-def _host_available_bytes() -> int:
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-
-
-def split_layers(num_layers: int, capacities: list[int]) -> tuple[tuple[int, int], ...]:
-    """Contiguous blocks [start, stop), one per rank in rank order, sized in proportion to
-    `capacities` (bytes each rank can give to layers), at least one layer each."""
-    world = len(capacities)
-    total = sum(max(c, 0) for c in capacities)
-    shares = [num_layers * max(c, 0) / total if total > 0 else num_layers / world for c in capacities]
-    counts = [max(1, int(s)) for s in shares]
-    order = sorted(range(world), key=lambda r: (-(shares[r] - int(shares[r])), r))
-    i = 0
-    while sum(counts) != num_layers:
-        r = order[i % world]
-        if sum(counts) < num_layers:
-            counts[r] += 1
-        elif counts[r] > 1:
-            counts[r] -= 1
-        i += 1
-    starts = [sum(counts[:r]) for r in range(world)]
-    return tuple((s, s + c) for s, c in zip(starts, counts))
 
 
 def _plan(job, files: GemmaFiles, dtype: torch.dtype, wanted: str) -> tuple[str, tuple[tuple[int, int], ...]]:
@@ -227,7 +156,7 @@ def _resident(job, request: EncodeRequest) -> tuple[ResidentEncoder, bool]:
     """The encoder this job runs on: the resident one when it matches, else loaded now (collective)."""
     rt = job.runtime
     files, stamp, wanted = request.files, request.stamp, request.placement
-    dtype = gemma_dtype(rt.state["model"], files)
+    dtype = job.engine.text_dtype(files)
     current: ResidentEncoder | None = rt.state.get(STATE_KEY)
     if current is not None and current.stamp == stamp and current.dtype == dtype:
         if wanted in ("auto", current.placement) or job.world_size == 1:  # one rank: both are the same
@@ -259,14 +188,14 @@ def _run_whole(encoder: ResidentEncoder, ids: list[int], device: torch.device) -
     return states
 
 
-def _encode_replicas(job, encoder: ResidentEncoder, prompts, outputs, projection, dtype) -> None:
+def _encode_replicas(job, encoder: ResidentEncoder, prompts, outputs, head: TextHead) -> None:
     rank, world, device = job.rank, job.world_size, job.runtime.device
     rounds = -(-len(prompts) // world)
     for r in range(rounds):
         job.check_cancel()
         p = r * world + rank
         if p < len(prompts):
-            outputs[p].copy_(project(_run_whole(encoder, prompts[p], device), projection, dtype))
+            outputs[p].copy_(head(_run_whole(encoder, prompts[p], device)))
         job.progress(min(len(prompts), (r + 1) * world), len(prompts))
 
 
@@ -283,7 +212,7 @@ def _recv(shape: tuple[int, ...], src: int, device: torch.device) -> torch.Tenso
     return buffer.to(device)
 
 
-def _encode_layers(job, encoder: ResidentEncoder, prompts, outputs, projection, dtype) -> None:
+def _encode_layers(job, encoder: ResidentEncoder, prompts, outputs, head: TextHead) -> None:
     rank, world, device = job.rank, job.world_size, job.runtime.device
     config, segment = encoder.files.config, encoder.segment
     for p, ids in enumerate(prompts):
@@ -305,7 +234,7 @@ def _encode_layers(job, encoder: ResidentEncoder, prompts, outputs, projection, 
             start, stop = encoder.blocks[src]
             count = stop - start + (1 if stop == config.num_layers else 0)
             states.extend(_recv((count, 1, n, config.hidden_size), src, device).unbind(0))
-        outputs[p].copy_(project(states, projection, dtype))
+        outputs[p].copy_(head(states))
         job.progress(p + 1, len(prompts))
 
 
@@ -315,11 +244,10 @@ def encode_text(job, text_request: EncodeText) -> dict:
     began = time.perf_counter()
     encoder, loaded = _resident(job, request)
     load_s = time.perf_counter() - began
-    dtype = feature_dtype(job.runtime.device, encoder.dtype)
     began = time.perf_counter()
     run = _encode_replicas if encoder.placement == "replicas" or job.world_size == 1 else _encode_layers
     with torch.inference_mode():
-        run(job, encoder, text_request.prompts, text_request.outputs, request.projection, dtype)
+        run(job, encoder, text_request.prompts, text_request.outputs, request.projection)
     return {
         "placement": encoder.placement,
         "layers": list(encoder.blocks[job.rank]),

@@ -19,9 +19,13 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from ...kernels import make_head_exchange
+from ..engine.engines import make_engine
+from ..engine.protocol import Engine
 from ..wire import protocol
 from ..wire.requests import REQUESTS
 from .ops import OPS, Cancelled, InputRejected, load_all
+from .preview import step_callbacks
 
 _log = logging.getLogger(__name__)
 
@@ -40,6 +44,42 @@ class JobContext:
     @property
     def world_size(self) -> int:
         return self.runtime.world_size
+
+    @property
+    def device(self) -> torch.device:
+        return self.runtime.device
+
+    @property
+    def comm_on_device(self) -> bool:
+        """Whether tensors travel between ranks on the device (NCCL), not through host memory (gloo)."""
+        return self.runtime.backend == "nccl"
+
+    @property
+    def control_group(self) -> dist.ProcessGroup | None:
+        return self.runtime.control_group
+
+    @property
+    def engine(self) -> Engine:
+        """The group's engine (NOTE [engine seam]); InputRejected before any model was loaded."""
+        return self.runtime.loaded_engine()
+
+    def head_exchange(self):
+        """The group's head exchange (NOTE [engine seam]): built by every rank in the same command, kept."""
+        return self.runtime.head_exchange()
+
+    def step_callbacks(self, preview: bool):
+        return step_callbacks(self, preview)
+
+    def agree_on_error(self, message: str | None) -> None:
+        """Collective: if any rank has an error message, every rank raises InputRejected with the first
+        (in rank order), so a failure on one rank leaves the group usable."""
+        messages = [message]
+        if self.world_size > 1:
+            messages = [None] * self.world_size
+            dist.all_gather_object(messages, message, group=self.control_group)
+        first = next((m for m in messages if m is not None), None)
+        if first is not None:
+            raise InputRejected(first)
 
     def progress(self, step: int, total: int, **extra: Any) -> None:
         """Report progress (rank 0 only sends; other ranks' calls are no-ops)."""
@@ -62,6 +102,12 @@ class JobContext:
             raise Cancelled(f"job {self.job_id} cancelled")
 
 
+class SingleRank:
+    """The head exchange of a one-rank group: nothing to exchange (engines run the plain forward)."""
+
+    name, rank, world_size = "none", 0, 1
+
+
 @dataclass
 class Runtime:
     rank: int
@@ -73,7 +119,8 @@ class Runtime:
     workdir: Path
     owner_pid: int
     control_group: dist.ProcessGroup | None = None
-    state: dict[str, Any] = field(default_factory=dict)  # loaded models etc., owned by ops
+    state: dict[str, Any] = field(default_factory=dict)  # what ops keep between jobs (the text encoder...)
+    engine: Engine | None = None  # made by the first command that names one (NOTE [engine seam])
 
     @staticmethod
     def from_boot(boot: dict, conn: Connection, control: protocol.ControlBlock, workdir: Path) -> Runtime:
@@ -115,6 +162,34 @@ class Runtime:
         )
         # Control collectives (cancel agreement) stay on the CPU whatever the data backend is.
         self.control_group = dist.new_group(backend="gloo") if self.backend != "gloo" else dist.group.WORLD
+
+    def engine_for(self, name: str) -> Engine:
+        """The group's engine `name`, made now when the group has none yet. InputRejected (alike on every
+        rank) when the group already runs another: a group runs one engine for its life (the group
+        manager starts a new group for another)."""
+        if self.engine is None:
+            try:
+                self.engine = make_engine(name)
+            except ValueError as exc:  # an unknown name, or its package missing: alike on every rank
+                raise InputRejected(str(exc)) from exc
+        elif self.engine.name != name:
+            raise InputRejected(
+                f"this worker group runs {self.engine.capabilities.title}; a model for the {name} engine needs a "
+                "new group (the MGPU Loader starts one when the engine changes)"
+            )
+        return self.engine
+
+    def loaded_engine(self) -> Engine:
+        if self.engine is None:
+            raise InputRejected("no model is loaded in the worker group; run the MGPU Loader first")
+        return self.engine
+
+    def head_exchange(self):
+        if "exchange" not in self.state:
+            self.state["exchange"] = (
+                make_head_exchange(None, self.device) if self.world_size > 1 else SingleRank()
+            )
+        return self.state["exchange"]
 
     def describe(self) -> dict:
         info = {

@@ -4,13 +4,13 @@ NOTE [encode slabs]: the frames are cut into bands (slabs) along the longer spat
 each a whole number of latent cells (32 px) thick, sizes differing by at most one cell; rank r owns
 the latent cells of slab r, for every latent frame. Each rank runs ltx-core's VideoEncoder layer by
 layer on its slab; before every convolution it swaps the rows a 3x3x3 kernel reaches past the slab's
-edge with the neighbouring ranks (strategies/vae_encode.py), so every output value is computed from
+edge with the neighbouring ranks (halo_exchange.py), so every output value is computed from
 exactly the inputs the single-process encode uses, and no latent cell is computed twice. When the
 axis has fewer cells than there are ranks, the last ranks get no slab (they only join the cancel
 checks).
 
 Why not tiles with overlap (the decode's way)? The encoder's receptive field is wide: one latent cell
-of LTX-2's encoder depends on 488 px on each side and 218 frames before it (strategies/encoder_reach.py).
+of LTX-2's encoder depends on 488 px on each side and 218 frames before it (engine/ltxcore/encoder_reach.py).
 Independent tiles are exact only with that much context, which makes them read 1.7x the untiled
 pixels for a 2 x 1 split of 1024 x 1536 and gives almost no speed-up; with less context, cells at
 the seams differ from the untiled encode by about the size of the latent itself (measured on the tiny
@@ -29,6 +29,8 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
+
+import torch
 
 from .vae_tiles import AUTO, FRAMES_PER_CELL, PIXELS_PER_CELL
 
@@ -133,3 +135,21 @@ def make_plan(latent_fhw: tuple[int, int, int], world_size: int, temporal_frames
     frames = 1 + (f - 1) * FRAMES_PER_CELL
     bounds = [0, *range(1 + temporal_frames, frames, temporal_frames), frames]
     return EncodePlan((f, h, w), world_size, axis, slabs, tuple(itertools.pairwise(bounds)))
+
+
+def slab_input(
+    pixels: torch.Tensor, plan: EncodePlan, rank: int, chunk: tuple[int, int], device: torch.device, dtype
+) -> torch.Tensor:
+    """IMAGE values [frames, H, W, 3] -> this rank's part of a chunk [1, 3, f, h, w] in [-1, 1], as
+    ComfyUI's VAE.process_input maps them (x * 2 - 1 in the IMAGE's dtype), then in `dtype`."""
+    box = [slice(*chunk), slice(None), slice(None)]
+    box[plan.axis_dim - 2] = plan.pixel_slab(rank)  # [F, H, W] of the IMAGE: the slab axis less 2
+    piece = pixels[tuple(box)].to(device)
+    return (piece * 2.0 - 1.0).to(dtype).permute(3, 0, 1, 2).unsqueeze(0).contiguous()
+
+
+def latent_box(plan: EncodePlan, rank: int, chunk: tuple[int, int]) -> tuple[slice, ...]:
+    """Where `rank`'s latent of `chunk` goes in the LATENT [1, 128, F, h, w]."""
+    box = [slice(None), slice(None), plan.latent_frames(chunk), slice(None), slice(None)]
+    box[plan.axis_dim] = plan.latent_slab(rank)
+    return tuple(box)

@@ -4,7 +4,8 @@ NOTE [vae tiles]: a video latent [B, 128, F, H, W] is cut into a grid of boxes (
 width); each box is decoded whole by ltx-core's VideoDecoder, and tile i (numbered time-major, then
 height, then width) is decoded by rank i mod N. Along every axis the latent intervals, their pixel
 spans and their blend ramps are exactly those of ltx-core 1.0.0's own tiled decode
-(VideoDecoder._prepare_tiles / tiled_decode), built with its own split and mapping functions:
+(VideoDecoder._prepare_tiles / tiled_decode), built with its own split and mapping functions (the
+SpanRule of engine/ltxcore/vae_tiling.py; this module imports no engine):
 spatial tiles with symmetric overlaps; temporal chunks split causally. The decoder turns a chunk's
 first latent frame into one pixel frame (as it does for the clip's first frame), so every chunk after
 the first starts one latent frame early and gets weight 0 on that frame; only the chunk before it
@@ -28,6 +29,7 @@ from __future__ import annotations
 import functools
 import itertools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -95,33 +97,15 @@ class Region:
         return len(self.tiles) > 1
 
 
-def _spans(
-    length: int, split: AxisSplit, temporal: bool
-) -> list[tuple[tuple[int, int], tuple[int, int], torch.Tensor]]:
-    """(latent span, pixel span, ltx-core mask) per tile along one axis."""
-    # ltx-core's own split and mapping functions, imported here so the UI side can import this
-    # module (TileSettings) without ltx-core.
-    from ltx_core.model.video_vae.video_vae import (
-        map_spatial_interval_to_pixel,
-        map_temporal_interval_to_frame,
-        split_temporal_latents,
-        split_with_symmetric_overlaps,
-    )
-
-    splitter = split_temporal_latents if temporal else split_with_symmetric_overlaps
-    mapper = map_temporal_interval_to_frame if temporal else map_spatial_interval_to_pixel
-    scale = FRAMES_PER_CELL if temporal else PIXELS_PER_CELL
-    iv = splitter(split.size, split.overlap)(length)
-    out = []
-    for start, end, left, right in zip(iv.starts, iv.ends, iv.left_ramps, iv.right_ramps):
-        span, mask = mapper(start, end, left, right, scale)
-        out.append(((start, end), (span.start, span.stop), mask))
-    return out
+# One axis's tiles under a tiling rule: (latent span, pixel span, blend mask) per tile, for an axis of
+# `length` latent cells cut by an AxisSplit, `temporal` or spatial. ltx-core's rule lives with its
+# engine (engine/ltxcore/vae_tiling.py), so this plan imports no engine.
+SpanRule = Callable[[int, "AxisSplit", bool], list[tuple[tuple[int, int], tuple[int, int], torch.Tensor]]]
 
 
-def axis_tiles(length: int, split: AxisSplit, temporal: bool) -> AxisTiles:
+def axis_tiles(length: int, split: AxisSplit, temporal: bool, rule: SpanRule) -> AxisTiles:
     """Tiles, normalised weights and segments along one axis of `length` latent cells."""
-    spans = _spans(length, split, temporal)
+    spans = rule(length, split, temporal)
     total = 1 + (length - 1) * FRAMES_PER_CELL if temporal else length * PIXELS_PER_CELL
     summed = torch.zeros(total, dtype=torch.float64)
     for _, (start, stop), mask in spans:
@@ -146,7 +130,7 @@ def axis_tiles(length: int, split: AxisSplit, temporal: bool) -> AxisTiles:
     )
 
 
-def _axis_options(length: int, overlap: int) -> list[tuple[tuple[int, ...], AxisSplit]]:
+def _axis_options(length: int, overlap: int, rule: SpanRule) -> list[tuple[tuple[int, ...], AxisSplit]]:
     """Distinct ways to cut a spatial axis for auto tiling: (tile lengths, split), fewest tiles first."""
     options: dict[tuple[int, ...], AxisSplit] = {}
     for count in range(1, length + 1):
@@ -154,13 +138,13 @@ def _axis_options(length: int, overlap: int) -> list[tuple[tuple[int, ...], Axis
         if count > 1 and (size <= overlap or size < max(MIN_AUTO_TILE_CELLS, 2 * overlap)):
             break  # sizes only shrink as the count grows
         split = AxisSplit(size, overlap)
-        lengths = tuple(e - s for (s, e), _, _ in _spans(length, split, temporal=False))
+        lengths = tuple(e - s for (s, e), _, _ in rule(length, split, False))
         options.setdefault(lengths, split)
     return list(options.items())
 
 
 def auto_spatial_splits(
-    height: int, width: int, overlap: int, world_size: int
+    height: int, width: int, overlap: int, world_size: int, rule: SpanRule
 ) -> tuple[AxisSplit, AxisSplit]:
     """The spatial grid for AUTO tiles: tiles at most MAX_AUTO_TILE_CELLS a side, and among those the
     grid whose busiest rank decodes the fewest cells (round-robin, overlaps included); ties go to the
@@ -172,7 +156,7 @@ def auto_spatial_splits(
 
     best: tuple[tuple[int, int, int], AxisSplit, AxisSplit] | None = None
     for (lh, sh), (lw, sw) in itertools.product(
-        fitting(_axis_options(height, overlap)), fitting(_axis_options(width, overlap))
+        fitting(_axis_options(height, overlap, rule)), fitting(_axis_options(width, overlap, rule))
     ):
         load = [0] * world_size
         for index, (h, w) in enumerate(itertools.product(lh, lw)):
@@ -207,7 +191,7 @@ def check_ltxcore_tiles(settings: TileSettings) -> None:
 
 
 def resolve_splits(
-    latent_fhw: tuple[int, int, int], settings: TileSettings, world_size: int
+    latent_fhw: tuple[int, int, int], settings: TileSettings, world_size: int, rule: SpanRule
 ) -> tuple[AxisSplit, AxisSplit, AxisSplit]:
     """Per-axis splits (time, height, width) in latent cells for `settings` on a latent of `latent_fhw`."""
     check_ltxcore_tiles(settings)
@@ -220,7 +204,7 @@ def resolve_splits(
         )
     overlap = settings.overlap_px // PIXELS_PER_CELL
     if settings.tile_px == AUTO:
-        split_h, split_w = auto_spatial_splits(h, w, overlap, world_size)
+        split_h, split_w = auto_spatial_splits(h, w, overlap, world_size, rule)
         return split_t, split_h, split_w
     # ltx-core's rule (VideoDecoder._prepare_tiles): the tile size is for the long side, scaled on each
     # axis by the axis length over the long side, and never below max(2, overlap + 1).
@@ -350,8 +334,10 @@ class TilePlan:
         )
 
 
-def make_plan(latent_fhw: tuple[int, int, int], settings: TileSettings, world_size: int) -> TilePlan:
-    """The tile plan for a latent of (F, H, W) cells on `world_size` ranks."""
-    splits = resolve_splits(latent_fhw, settings, world_size)
-    axes = tuple(axis_tiles(n, s, temporal=(i == 0)) for i, (n, s) in enumerate(zip(latent_fhw, splits)))
+def make_plan(
+    latent_fhw: tuple[int, int, int], settings: TileSettings, world_size: int, rule: SpanRule
+) -> TilePlan:
+    """The tile plan for a latent of (F, H, W) cells on `world_size` ranks, tiles cut by `rule`."""
+    splits = resolve_splits(latent_fhw, settings, world_size, rule)
+    axes = tuple(axis_tiles(n, s, i == 0, rule) for i, (n, s) in enumerate(zip(latent_fhw, splits)))
     return TilePlan(tuple(latent_fhw), world_size, axes)  # type: ignore[arg-type]

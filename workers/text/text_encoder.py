@@ -339,3 +339,15 @@ def text_features(
     x = x.reshape(x.shape[0], x.shape[1], -1)
     bias = None if projection.bias is None else projection.bias.to(dtype)
     return F.linear(x, projection.weight.to(dtype), bias).float()
+
+
+# safetensors dtype names of the weights ComfyUI holds Gemma in unconverted (llama_detect: the dtype
+# of model.norm.weight; quantized files keep their layers and hold the rest in that dtype).
+_STORED_DTYPES = {"BF16": torch.bfloat16, "F16": torch.float16, "F32": torch.float32}
+
+
+def stored_dtype(files: GemmaFiles) -> torch.dtype:
+    """The dtype Gemma's files store it in (its final norm's), as ComfyUI's text encoder loaders read it;
+    bfloat16 for any other stored type."""
+    file, key = files.tensors["norm.weight"]
+    return _STORED_DTYPES.get(read_safetensors_header(file).dtypes[key], torch.bfloat16)

@@ -1,8 +1,10 @@
-"""Which engine the ranks run a recipe on: ComfyUI's own model stack ("comfy") or ltx-core ("ltxcore").
+"""Which engine the ranks run a recipe on: ComfyUI's own model stack ("comfy", the engine) or ltx-core
+("ltxcore", the reference for LTX-2 without ComfyUI). NOTE [engine seam] in workers/engine/protocol.py.
 
-Pure standard library, decided on the UI side. Inside ComfyUI (or with a ComfyUI named by
-COMFYUI_PATH) the comfy backend serves the loader's mode "comfyui"; ltx-core serves mode "reference"
-(Lightricks' block order), runs without ComfyUI, and the options only it implements.
+Pure standard library, decided on the UI side, once per recipe: inside ComfyUI (or with a ComfyUI
+named by COMFYUI_PATH) ComfyUI's engine serves the loader's mode "comfyui"; ltx-core serves mode
+"reference" (Lightricks' block order) and runs without ComfyUI (the [ltxcore] extra installs it). What
+each engine can do is in wire/capabilities.py.
 """
 
 from __future__ import annotations
@@ -18,11 +20,6 @@ BACKEND_LTXCORE = "ltxcore"
 BACKENDS = (BACKEND_COMFY, BACKEND_LTXCORE)
 # Forces a backend: "comfy" (an error without a usable ComfyUI), "ltxcore", or "auto" (default).
 ENV_BACKEND = "LTX2_MGPU_BACKEND"
-# Commands the comfy backend serves; the others run on ltx-core until they are ported (issue 17).
-COMFY_OPS = (
-    "sample", "encode_text", "encode_gemma4", "set_loras", "lora_state", "tdp_upscale", "vae_decode", "vae_encode",
-    "comfy_model_call", "comfy_text_embeds",  # native sampling with the MGPU Loader's MODEL
-)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -40,10 +37,8 @@ class BackendChoice:
         return "" if self.root is None else self.root.version
 
 
-def choose_backend(
-    pack_root: Path, *, mode: str = "comfyui", ltxcore_only: tuple[str, ...] = ()
-) -> BackendChoice:
-    """The backend for a recipe in `mode`; `ltxcore_only` names options set that only ltx-core serves.
+def choose_backend(pack_root: Path, *, mode: str = "comfyui") -> BackendChoice:
+    """The backend for a recipe in `mode`.
 
     Raises ComfyUIUnusable when COMFYUI_PATH (or LTX2_MGPU_BACKEND=comfy) names a ComfyUI that cannot
     serve: nothing falls back silently from a ComfyUI the user named.
@@ -65,8 +60,4 @@ def choose_backend(
         )
     if mode != "comfyui":
         return BackendChoice(BACKEND_LTXCORE, None, f"ltx-core (mode {mode!r} is ltx-core's own forward)")
-    if ltxcore_only:
-        return BackendChoice(
-            BACKEND_LTXCORE, None, f"ltx-core ({', '.join(ltxcore_only)} run on the ltx-core backend only)"
-        )
     return BackendChoice(BACKEND_COMFY, root, f"ComfyUI {root.version} at {root.path}")

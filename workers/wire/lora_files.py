@@ -5,7 +5,7 @@ changes, read from both safetensors headers (no tensor data, no ltx-core).
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from .file_pairing import check_lora_release
@@ -104,3 +104,19 @@ def _kohya_names(checkpoint: SafetensorsHeader) -> dict[str, str]:
         if k.startswith(CHECKPOINT_PREFIX) and k.endswith(".weight")
     )
     return {KOHYA_PREFIX + name.replace(".", "_"): name for name in names}
+
+
+@dataclass(frozen=True)
+class SwitchReport:
+    """What one switch did. restored: tensors re-read from the checkpoint; fused: tensors now holding
+    a LoRA; fused_bytes: their size; seconds: wall time of the switch on this rank."""
+
+    changed: bool
+    restored: int = 0
+    fused: int = 0
+    fused_bytes: int = 0
+    seconds: float = 0.0
+    unused_keys: int = 0
+
+    def as_dict(self) -> dict:
+        return asdict(self)

@@ -118,8 +118,8 @@ def check_ltxcore_serves(found: ModelFamily, file_name: str) -> None:
     if found.family in LTXCORE_FAMILIES:
         return
     raise ValueError(
-        f"{file_name} is {found.family}; the ltx-core backend of this pack runs LTX-2 (19B) only. Run it "
+        f"{file_name} is {found.family}; the ltx-core engine of this pack runs LTX-2 (19B) only. Run it "
         "inside ComfyUI (the workers then use ComfyUI's own LTX code), or set COMFYUI_PATH to a ComfyUI "
-        "0.33 or newer for runs outside it; with mode 'reference', compile_blocks or fp8_matmul the "
-        "ltx-core backend is chosen, so leave those off"
+        "0.33 or newer for runs outside it; mode 'reference' chooses the ltx-core engine, so leave mode at "
+        "comfyui"
     )

@@ -177,8 +177,8 @@ class TextConditioning:
 @dataclass(frozen=True)
 class LoadModel(Request):
     """Load `checkpoint` in every rank (skipped when the same file, dtype, mode and fp8 are loaded).
-    backend: wire/backend.py's BACKEND_COMFY (ComfyUI's loaders, from the ComfyUI at `comfyui_root`)
-    or BACKEND_LTXCORE."""
+    backend: the group's engine (NOTE [engine seam] in workers/engine/protocol.py), wire/backend.py's
+    BACKEND_COMFY (ComfyUI's loaders, from the ComfyUI at `comfyui_root`) or BACKEND_LTXCORE."""
 
     OP: ClassVar[str] = "load_model"
     checkpoint: str
@@ -212,14 +212,8 @@ class LoadModel(Request):
             checks.check_fp8_dtype(dtype)
         if self.backend not in BACKENDS:
             raise ValueError(f"backend {self.backend!r} is not one of {', '.join(BACKENDS)}")
-        if self.backend == BACKEND_COMFY:
-            if not self.comfyui_root:
-                raise ValueError("backend comfy needs the ComfyUI root the ranks import; set COMFYUI_PATH")
-            for option in ("compile", "fp8_matmul"):
-                if getattr(self, option):
-                    raise ValueError(
-                        f"{option} runs on the ltx-core backend only; turn it off or load with backend ltxcore"
-                    )
+        if self.backend == BACKEND_COMFY and not self.comfyui_root:
+            raise ValueError("backend comfy needs the ComfyUI root the ranks import; set COMFYUI_PATH")
 
 
 @dataclass(frozen=True)
@@ -309,7 +303,7 @@ class GuiderSpec:
 class Sample(Request):
     """SP Sampler: denoise video [B,128,F,H,W] (+ audio [B,8,T,16]) over `sigmas`; rank 0 writes the
     result into out_video / out_audio (float32, the latents' shapes). The guidance is either
-    positive / negative with cfg_video / cfg_audio, or a native `guider` (comfy backend only);
+    positive / negative with cfg_video / cfg_audio, or a native `guider` (ComfyUI's engine only);
     guidance_groups spreads a step's guidance passes over groups of ranks (GUIDANCE_AUTO: planned)."""
 
     OP: ClassVar[str] = "sample"
@@ -502,7 +496,7 @@ class TileSettings:
 
 
 # "exact": VAEDecode's frames (the frame split in slabs, edge rows swapped between GPUs); "tiled":
-# VAEDecodeTiled's frames for the four tile settings (rank/comfy_vae.py; ltx-core decodes tiles either way).
+# VAEDecodeTiled's frames for the four tile settings (engine/comfy/vae_job.py; ltx-core decodes tiles either way).
 VAE_DECODE_MODES = ("exact", "tiled")
 
 
@@ -598,7 +592,7 @@ class EncodeText(Request):
 @dataclass(frozen=True)
 class EncodeGemma4(Request):
     """MGPU Text Encode on LTX-2.5's Gemma 4 file (comfy backend): ComfyUI's own encoder, whole on
-    rank 0 or its layers spread over the group (`placement`, as EncodeText's; rank/ops_text_gemma4.py).
+    rank 0 or its layers spread over the group (`placement`, as EncodeText's; engine/comfy/gemma4_job.py).
     outputs[0]: [1, max_tokens, projection width] float32, of which rank 0 writes the first `tokens`
     rows (its reply says how many)."""
 

@@ -24,8 +24,8 @@ def check_weights(weights: str, *, backend_is_comfy: bool) -> None:
         raise ValueError(f"weights {weights!r} is not one of {', '.join(WEIGHT_PLACEMENTS)}")
     if weights != WEIGHTS_REPLICATED and not backend_is_comfy:
         raise ValueError(
-            f"weights {weights} runs on ComfyUI's model stack in the workers only (mode comfyui, compile_blocks "
-            "and fp8_matmul off, inside ComfyUI or with COMFYUI_PATH set); set weights to replicated for this model"
+            f"weights {weights} runs on ComfyUI's engine in the workers only (mode comfyui, inside ComfyUI or "
+            "with COMFYUI_PATH set); set weights to replicated for this model"
         )
 
 

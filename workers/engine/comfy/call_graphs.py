@@ -55,12 +55,12 @@ def graphs_enabled() -> bool:
     return os.environ.get(ENV, DEFAULT).strip().lower() not in ("0", "off", "false", "no")
 
 
-def attach_call_graphs(patcher: Any, world_size: int, enabled: bool | None = None) -> BlockGraphs | None:
+def attach_call_graphs(patcher: Any, exchange: Any, enabled: bool | None = None) -> BlockGraphs | None:
     """Capture the transformer blocks of `patcher`'s forwards (the SP Sampler's steps and the loader
     MODEL's calls alike) when they can be: a CUDA device, one rank, replicated weights. Installs a
     block replace patch on every block (ComfyUI's "dit" double_block patches, as SP does on several
-    ranks) and a DIFFUSION_MODEL wrapper that reruns a forward whose capture failed. Returns the
-    BlockGraphs (its counters), else None. `enabled`: None reads LTX2_MGPU_CUDA_GRAPHS (benchmarks pass it)."""
+    ranks) and a DIFFUSION_MODEL wrapper that reruns a forward whose capture failed. `exchange`: the SP
+    head exchange of the model's group (one rank here). Returns the BlockGraphs (its counters), else None. `enabled`: None reads LTX2_MGPU_CUDA_GRAPHS (benchmarks pass it)."""
     from .weights import SHARDED_ATTR, budget_of
 
     device = patcher.load_device
@@ -68,7 +68,7 @@ def attach_call_graphs(patcher: Any, world_size: int, enabled: bool | None = Non
         return None
     if not isinstance(device, torch.device) or device.type != "cuda":
         return None
-    if world_size != 1 or budget_of(patcher) is not None or getattr(patcher.model, SHARDED_ATTR, 0):
+    if exchange.world_size != 1 or budget_of(patcher) is not None or getattr(patcher.model, SHARDED_ATTR, 0):
         return None
     if _block_patches(patcher):  # another node's block replace patches: ours would take their place
         return None

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..ltxcore.lora import LoraSpec, SwitchReport, active_loras
+from ...wire.lora_files import LoraSpec, SwitchReport, active_loras
 from .model import ComfyModel
 
 

@@ -71,7 +71,7 @@ class ModelCallServer:
             exchange, patcher.model.diffusion_model
         )  # ValueError: heads
         self.patcher = self.parallel.patch(patcher)
-        self.graphs = attach_call_graphs(self.patcher, exchange.world_size)  # NOTE [call graphs]
+        self.graphs = attach_call_graphs(self.patcher, exchange)  # NOTE [call graphs]
 
     def serves(self, patcher: Any) -> bool:
         return self.source is patcher

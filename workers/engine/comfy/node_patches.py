@@ -11,6 +11,7 @@ from typing import Any
 import torch
 
 from ...wire import model_call as wire
+from ..protocol import InputRejected
 from .model import ComfyModel
 
 # Patch sets kept at once, by token: two MODEL outputs of one graph with different LoRAs (stage 1
@@ -95,3 +96,18 @@ def make_live(patcher: Any) -> None:
 
     if patcher.model.current_weight_patches_uuid != patcher.patches_uuid:
         make_resident(patcher)
+
+
+def live_patcher(sets: PatchSets, model: ComfyModel, request: Any) -> Any:
+    """The rank's patcher with the weight patches a request names by `patch_token` / `patches`
+    (ComfyModelCall, ComfyTextEmbeds, GuiderSpec), made live. InputRejected (alike on every rank: all
+    hold the same sets) when the set is neither sent nor held."""
+    patches = {}
+    if request.patch_token:
+        try:
+            patches = sets.get(request.patch_token, request.patches)
+        except ValueError as exc:
+            raise InputRejected(str(exc)) from exc
+    patcher = patched_patcher(model, request.patch_token, patches)
+    make_live(patcher)
+    return patcher

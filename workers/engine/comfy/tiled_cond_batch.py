@@ -33,6 +33,8 @@ from ...strategies import tiled
 from .sharded_lockstep import Lockstep, section
 
 Reduce = Callable[[torch.Tensor], None]
+# Takes a tile's or a region's part of a [B, C, F, H, W] tensor (a view).
+Cut = Callable[[torch.Tensor], torch.Tensor]
 # Model conds that hold positions in the whole video (guides, keyframes): a tile cannot carry them.
 WHOLE_VIDEO_CONDS = ("keyframe_idxs", "guide_attention_entries", "generated_keyframes")
 # Conditioning entries that restrict a prompt to a region of the whole latent.
@@ -66,37 +68,41 @@ class TiledCondBatch:
     def __call__(
         self, executor, model, conds: list, x_in: torch.Tensor, timestep: torch.Tensor, model_options: dict
     ) -> list[torch.Tensor]:
-        streams = self._unpack(x_in, self.shapes)
+        streams = unpack(x_in, self.shapes)
         buffer, views = _zero_buffer(len(conds), streams)
         with section(self.lockstep):  # sharded: ranks with fewer tiles pad their gathers
             for tile in self.tiles:
                 tile_streams = [tile.cut(streams[0]).contiguous(), *streams[1:]]
-                tile_x, tile_shapes = self._pack(tile_streams)
+                tile_x, tile_shapes = pack(tile_streams)
                 tile_conds = [
-                    None if c is None else [tile_cond(d, tile, self.shapes[0], tile_shapes) for d in c]
+                    None if c is None else [tile_cond(d, tile.cut, self.shapes[0], tile_shapes) for d in c]
                     for c in conds
                 ]
                 outputs = executor(model, tile_conds, tile_x, timestep, model_options)
                 weight = tile.blend_mask(torch.float32, x_in.device)
                 for i, output in enumerate(outputs):
-                    parts = self._unpack(output, tile_shapes)
+                    parts = unpack(output, tile_shapes)
                     tile.cut(views[0][i]).add_(parts[0] * weight)
                     for view, part in zip(views[1:], parts[1:]):
                         view[i].add_(part * self.stream_share)
         self.reduce(buffer)
-        return [self._pack([view[i] for view in views])[0] for i in range(len(conds))]
+        return [pack([view[i] for view in views])[0] for i in range(len(conds))]
 
-    def _pack(self, streams: list[torch.Tensor]) -> tuple[torch.Tensor, list[torch.Size]]:
-        import comfy.utils
 
-        if len(streams) == 1:  # a video-only latent is sampled as itself, not packed
-            return streams[0], [streams[0].shape]
-        return comfy.utils.pack_latents(streams)
+def pack(streams: list[torch.Tensor]) -> tuple[torch.Tensor, list[torch.Size]]:
+    """The sampler's x from latent streams (video first), as comfy.utils.pack_latents packs an AV
+    latent; a video-only latent is sampled as itself."""
+    import comfy.utils
 
-    def _unpack(self, x: torch.Tensor, shapes: list[torch.Size]) -> list[torch.Tensor]:
-        import comfy.utils
+    if len(streams) == 1:
+        return streams[0], [streams[0].shape]
+    return comfy.utils.pack_latents(streams)
 
-        return comfy.utils.unpack_latents(x, shapes)
+
+def unpack(x: torch.Tensor, shapes: list[torch.Size]) -> list[torch.Tensor]:
+    import comfy.utils
+
+    return comfy.utils.unpack_latents(x, shapes)
 
 
 def _zero_buffer(count: int, streams: list[torch.Tensor]) -> tuple[torch.Tensor, list[torch.Tensor]]:
@@ -112,11 +118,11 @@ def _zero_buffer(count: int, streams: list[torch.Tensor]) -> tuple[torch.Tensor,
 
 
 def tile_cond(
-    cond: dict[str, Any], tile: tiled.Tile, video_shape: torch.Size, tile_shapes: list[torch.Size]
+    cond: dict[str, Any], cut: Cut, video_shape: torch.Size, tile_shapes: list[torch.Size]
 ) -> dict[str, Any]:
-    """One processed cond (comfy.samplers.process_conds form) for a tile of a video of `video_shape`:
-    the video noise mask cut to the tile, the latent shapes the tile's; everything else (text, frame
-    rate, the audio mask) shared."""
+    """One processed cond (comfy.samplers.process_conds form) for a part of a video of `video_shape`
+    (a tile, or a preview's region: `cut` takes it from a [B, C, F, H, W] tensor): the video noise mask
+    cut to it, the latent shapes its own; everything else (text, frame rate, the audio mask) shared."""
     import comfy.conds
 
     model_conds = dict(cond["model_conds"])
@@ -125,7 +131,7 @@ def tile_cond(
         assert key not in model_conds, f"{key} cannot be tiled"
     mask = model_conds.get("denoise_mask")
     if mask is not None:
-        model_conds["denoise_mask"] = mask._copy_with(tile.cut(mask.cond.expand(video_shape)))
+        model_conds["denoise_mask"] = mask._copy_with(cut(mask.cond.expand(video_shape)))
     if "latent_shapes" in model_conds:
         model_conds["latent_shapes"] = comfy.conds.CONDConstant(tile_shapes)
     return {**cond, "model_conds": model_conds}

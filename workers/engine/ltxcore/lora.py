@@ -32,13 +32,13 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from contextlib import ExitStack
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 from safetensors import safe_open
 
-from ...wire.lora_files import LoraFile, LoraSpec, LoraTarget, active_loras, read_lora
+from ...wire.lora_files import LoraFile, LoraSpec, LoraTarget, SwitchReport, active_loras, read_lora
 from ...wire.model_files import SafetensorsHeader, read_safetensors_header
 from .checkpoint import ComponentSpec, with_scaled_fp8
 from .fp8_linear import Fp8Linear
@@ -64,22 +64,6 @@ class SwitchPlan:
     files: tuple[tuple[LoraFile, float], ...]
     terms: Mapping[str, list[tuple[LoraFile, LoraTarget, float]]]
     params: Mapping[str, tuple[torch.nn.Parameter | Fp8Linear, ComponentSpec]]
-
-
-@dataclass(frozen=True)
-class SwitchReport:
-    """What one switch did. restored: tensors re-read from the checkpoint; fused: tensors now holding
-    a LoRA; fused_bytes: their size; seconds: wall time of the switch on this rank."""
-
-    changed: bool
-    restored: int = 0
-    fused: int = 0
-    fused_bytes: int = 0
-    seconds: float = 0.0
-    unused_keys: int = 0
-
-    def as_dict(self) -> dict:
-        return asdict(self)
 
 
 @dataclass

@@ -1,6 +1,6 @@
-"""Commands of native sampling on the group (the MGPU Loader's MODEL; NOTE [model call] in
-workers/wire/model_call.py), served on the comfy backend only: ComfyModelCall (one diffusion-model
-call) and ComfyTextEmbeds (the text connectors), both in workers/wire/requests.py.
+"""Native sampling on the group (the MGPU Loader's MODEL; NOTE [model call] in workers/wire/model_call.py)
+on ComfyUI's engine: one diffusion-model call (ComfyModelCall) and the text connectors (ComfyTextEmbeds).
+Import only after bootstrap.import_comfyui.
 """
 
 from __future__ import annotations
@@ -9,59 +9,34 @@ import time
 
 import torch
 
-from ..strategies import shm_prefault
-from ..wire import model_call as wire
-from ..wire.requests import ComfyModelCall, ComfyTextEmbeds
+from ...strategies import shm_prefault
+from ...strategies.guidance_plan import plan_guidance
+from ...wire import model_call as wire
+from ...wire.requests import ComfyModelCall, ComfyTextEmbeds
+from ..protocol import InputRejected, Job
+from . import attention_backend
+from .bootstrap import attention_name
 from .call_profile import profiled_call
-from .ops import InputRejected, op
+from .model import ComfyModel
+from .model_call import ConditioningCache, ModelCallServer, batch_share, decode_call
+from .model_call import text_embeds as run_text_embeds
+from .node_patches import PatchSets, live_patcher
+from .sample_job import guidance_groups, requested_groups
 
 
-def _comfy_model(job):
-    from ..engine.comfy.model import ComfyModel
-
-    model = job.runtime.state.get("model")
-    if not isinstance(model, ComfyModel):
-        raise InputRejected(
-            "the MGPU Loader's MODEL runs on ComfyUI's model stack in the workers, and this group holds the "
-            "model on ltx-core: load it with mode comfyui and compile_blocks / fp8_matmul off"
-        )
-    return model
-
-
-def live_patcher(job, model, request) -> object:
-    """The rank's patcher with the weight patches a request names by `patch_token` / `patches`
-    (ComfyModelCall, ComfyTextEmbeds, GuiderSpec; NOTE [node patches]), made live."""
-    from ..engine.comfy.node_patches import PatchSets, make_live, patched_patcher
-
-    patches = {}
-    if request.patch_token:
-        sets = job.runtime.state.setdefault("node_patch_sets", PatchSets())
-        try:
-            patches = sets.get(request.patch_token, request.patches)
-        except ValueError as exc:  # alike on every rank: all hold the same sets
-            raise InputRejected(str(exc)) from exc
-    patcher = patched_patcher(model, request.patch_token, patches)
-    make_live(patcher)
-    return patcher
-
-
-@op(ComfyModelCall)
-def model_call(job, request: ComfyModelCall) -> dict:
-    from ..engine.comfy import attention_backend
-    from ..engine.comfy.bootstrap import attention_name
-    from ..engine.comfy.model_call import ConditioningCache, ModelCallServer, decode_call
-
-    rt = job.runtime
-    model = _comfy_model(job)
-    patcher = live_patcher(job, model, request)
-    caches = rt.state.setdefault("model_call_cache", ConditioningCache())
+def model_call(
+    model: ComfyModel, patch_sets: PatchSets, caches: ConditioningCache, job: Job, request: ComfyModelCall
+) -> dict:
+    """One model call of a native sampler; `caches`: the rank's conditioning caches, `patch_sets` its
+    weight patch sets (NOTE [node patches])."""
+    patcher = live_patcher(patch_sets, model, request)
     cache = caches.for_token(request.token, list(request.drop))
     try:
-        call = decode_call(request.call, cache, rt.device)
+        call = decode_call(request.call, cache, job.device)
         attention_backend.check(call["options"])
     except ValueError as exc:  # alike on every rank: all hold the same cache and the same ComfyUI
         raise InputRejected(str(exc)) from exc
-    streams = [s.to(rt.device) for s in request.streams]
+    streams = [s.to(job.device) for s in request.streams]
     groups, share = _guidance_share(job, model, request, call, streams)
     # Kept with the model, so a model replaced by load_model / unload_model takes its SP clones along.
     key = "model_call" if groups is None else f"model_call_groups_{groups.groups}"
@@ -78,15 +53,15 @@ def model_call(job, request: ComfyModelCall) -> dict:
         call, items = share
         streams = [s[items] for s in streams]
     # The ranks that write: rank 0, or each group's first rank its share of the batch.
-    writes = rt.rank == 0 if groups is None else groups.member == 0
+    writes = job.rank == 0 if groups is None else groups.member == 0
     # NOTE [shm prefault]: this job's fresh mapping of the output slots would fault on every page as
     # a writer fills them; populated on a thread while the forward runs, the write takes none.
     prefaulting = shm_prefault.prefault_in_background(request.out) if writes else None
     started = time.perf_counter()
-    with profiled_call(rt.rank, rt.device):  # bench only (LTX2_MGPU_PROFILE_CALLS)
+    with profiled_call(job.rank, job.device):  # bench only (LTX2_MGPU_PROFILE_CALLS)
         outputs = server.forward(streams, call)
-    if rt.device.type == "cuda":
-        torch.cuda.synchronize(rt.device)
+    if job.device.type == "cuda":
+        torch.cuda.synchronize(job.device)
     forward_ms = (time.perf_counter() - started) * 1e3
     slots = [slot[items] for slot in request.out]
     if [tuple(o.shape) for o in outputs] != [tuple(s.shape) for s in slots]:
@@ -110,13 +85,9 @@ def model_call(job, request: ComfyModelCall) -> dict:
     }
 
 
-def _guidance_share(job, model, request: ComfyModelCall, call: dict, streams: list):
+def _guidance_share(job: Job, model: ComfyModel, request: ComfyModelCall, call: dict, streams: list):
     """(GuidanceGroups, (call share, batch items)) when this batched call splits over guidance groups
     (the plan for its chunk count, workers/strategies/guidance_plan.py), else (None, None)."""
-    from ..engine.comfy.model_call import batch_share
-    from ..strategies.guidance_plan import plan_guidance
-    from .ops_comfy import guidance_groups, requested_groups
-
     batch = int(streams[0].shape[0])
     chunks = len(call["options"].get("cond_or_uncond") or ()) or batch
     requested = requested_groups(model, request.guidance_groups)
@@ -135,11 +106,7 @@ def _guidance_share(job, model, request: ComfyModelCall, call: dict, streams: li
     return groups, share
 
 
-@op(ComfyTextEmbeds)
-def text_embeds(job, request: ComfyTextEmbeds) -> dict:
-    from ..engine.comfy.model_call import text_embeds as run
-
-    rt = job.runtime
-    model = _comfy_model(job)
-    out = run(live_patcher(job, model, request), request.context, request.unprocessed, rt.device)
-    return {"embeds": wire.inline_tensor(out)} if rt.rank == 0 else {}
+def text_embeds(model: ComfyModel, patch_sets: PatchSets, job: Job, request: ComfyTextEmbeds) -> dict:
+    patcher = live_patcher(patch_sets, model, request)
+    out = run_text_embeds(patcher, request.context, request.unprocessed, job.device)
+    return {"embeds": wire.inline_tensor(out)} if job.rank == 0 else {}

@@ -31,12 +31,12 @@ import torch.distributed as dist
 from comfy.ldm.lightricks.vae import na_diffusion_decoder as na
 from torch import nn
 
-from .na_bands import BandPlan, na_window, query_chunks, transfers
-from .vae_encode_plan import HEIGHT
+from ...strategies.na_bands import BandPlan, na_window, query_chunks, transfers
+from ...strategies.vae_encode_plan import HEIGHT
 
 CPU = torch.device("cpu")
 # write(first frame, pixels [B, 3, t, rows, cols] in the VAE's dtype, on its device), as in
-# comfy_vae_decode.WriteFn.
+# vae_slab_decode.WriteFn.
 WriteFn = Callable[[int, torch.Tensor], None]
 # Frames per q/k/v chunk as ComfyUI's NeighborhoodAttention3D sizes them (its 2 ** 25 elements).
 QKV_CHUNK_ELEMENTS = 2**25

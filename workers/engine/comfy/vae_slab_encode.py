@@ -1,7 +1,7 @@
 """Exact distributed encode with ComfyUI's LTX-2 video VAE: VAEEncode's latent, the frame split in slabs.
 
 Collective among the active ranks of the EncodePlan (NOTE [encode slabs]). Each rank runs ComfyUI's
-Encoder modules on the pixels of its slab (NOTE [comfy vae slabs] in comfy_vae_halo.py) and returns
+Encoder modules on the pixels of its slab (NOTE [comfy vae slabs] in vae_halo.py) and returns
 the normalised latent means of its latent rows.
 
 The walk is Encoder.forward_orig of comfy/ldm/lightricks/vae/causal_video_autoencoder.py (ComfyUI
@@ -18,9 +18,9 @@ import time
 import torch
 from comfy.ldm.lightricks.vae import causal_video_autoencoder as cva
 
-from .comfy_vae_halo import SlabConvolutions, clear_temporal_caches
-from .vae_encode import HaloExchange
-from .vae_encode_plan import HEIGHT, EncodePlan
+from ...strategies.halo_exchange import HaloExchange
+from ...strategies.vae_encode_plan import HEIGHT, EncodePlan
+from .vae_halo import SlabConvolutions, clear_temporal_caches
 
 
 def chunk_frames(frame_bytes: int, max_chunk_bytes: int) -> int:

@@ -1,10 +1,10 @@
-"""Benchmark commands on the comfy backend: ComfyUI's LTXAVModel of a given shape with random weights,
+"""Benchmark commands on ComfyUI's engine: ComfyUI's LTXAVModel of a given shape with random weights,
 and sampling steps timed through ComfyUI's own sampler (bench/bench_comfy_step.py).
 
 The model is built by ComfyUI's model classes straight on the rank's device (engine/comfy/random_model.py:
 bf16, or the fp8 scaled / int8 convrot layouts ComfyUI loads from a released file), so the 19B and 22B
 shapes need no file: the config keys are the ones a checkpoint's metadata gives ComfyUI
-(ops_bench.LTX2_19B_TRANSFORMER, random_model.family_config for LTX-2.3 / 2.5).
+(wire/released_configs.py LTX2_19B_TRANSFORMER, random_model.family_config for LTX-2.3 / 2.5).
 """
 
 from __future__ import annotations
@@ -16,17 +16,16 @@ from typing import Any
 
 import torch
 
-from ..engine.comfy.model import ComfyModel
-from ..engine.comfy.random_model import comfy_random_model, context_width
-from ..engine.comfy.weights import residency
-from ..wire.checks import DTYPES
-from ..wire.comfyui_root import ComfyUIRoot
-from ..wire.model_call import ATTENTION_BACKEND_KEY
-from ..wire.requests import ComfyBenchStep, ComfyLoadRandomModel
-from ..wire.weight_placement import WEIGHTS_REPLICATED, WEIGHTS_SHARDED
-from .ops import InputRejected, op
-from .ops_bench import LTX2_19B_TRANSFORMER
-from .ops_model import _exchange
+from ...wire.checks import DTYPES
+from ...wire.comfyui_root import ComfyUIRoot
+from ...wire.model_call import ATTENTION_BACKEND_KEY
+from ...wire.released_configs import LTX2_19B_TRANSFORMER
+from ...wire.requests import ComfyBenchStep, ComfyLoadRandomModel
+from ...wire.weight_placement import WEIGHTS_REPLICATED, WEIGHTS_SHARDED
+from ..protocol import InputRejected, Job
+from .model import ComfyModel
+from .random_model import comfy_random_model, context_width
+from .weights import residency
 
 VIDEO_CHANNELS, AUDIO_CHANNELS, AUDIO_BINS = 128, 8, 16
 
@@ -60,7 +59,7 @@ def time_steps(
     """Run ComfyUI's sampler (CFG `cfg`, euler) for `steps` + 1 steps; the time between consecutive step
     callbacks is one step (the cond+uncond model call, or cond only at cfg 1, and the sampler update):
     `steps` values in ms."""
-    from ..engine.comfy import sampling
+    from . import sampling
 
     stamps: list[float] = []
 
@@ -81,7 +80,7 @@ def time_steps(
 def denoised(patcher: Any, inputs: tuple, cfg: float = 4.0) -> list[torch.Tensor]:
     """One euler step from sigma 0.9 to 0 without added noise: the guided prediction of the clean
     latent, per stream (what an attention backend's error is measured on)."""
-    from ..engine.comfy import sampling
+    from . import sampling
 
     positive, negative, latent = inputs
     with torch.inference_mode():
@@ -91,30 +90,38 @@ def denoised(patcher: Any, inputs: tuple, cfg: float = 4.0) -> list[torch.Tensor
     return [s.float().cpu() for s in sampling.streams(out["samples"])]
 
 
-@op(ComfyLoadRandomModel)
-def comfy_load_random_model(job, request: ComfyLoadRandomModel) -> dict:
-    """Replace the loaded model by ComfyUI's LTXAVModel of `config` (default: the 19B shape), random, in
-    the weight format `weights` (random_model.WEIGHT_FORMATS)."""
-    from ..engine.comfy.bootstrap import import_comfyui
+def run_bench(engine, job: Job, request) -> dict:
+    """ComfyUI's engine's benchmark commands (Engine.bench)."""
+    if isinstance(request, ComfyLoadRandomModel):
+        engine.unload()
+        engine.model, reply = load_random_model(job, request)
+        return reply
+    if isinstance(request, ComfyBenchStep):
+        return bench_step(engine.loaded(), job, request)
+    raise engine.refuse(f"the benchmark command {request.OP!r}")
 
-    rt = job.runtime
-    import_comfyui(ComfyUIRoot(request.comfyui_root, "unknown"), rt.device)
+
+def load_random_model(job: Job, request: ComfyLoadRandomModel) -> tuple[ComfyModel, dict]:
+    """ComfyUI's LTXAVModel of `config` (default: the 19B shape), random, in the weight format `weights`
+    (random_model.WEIGHT_FORMATS), and the reply."""
+    from .bootstrap import import_comfyui
+
+    device = job.device
+    import_comfyui(ComfyUIRoot(request.comfyui_root, "unknown"), device)
     dtype = DTYPES[request.dtype]
     config = dict(request.config or LTX2_19B_TRANSFORMER)
-    rt.state.pop("model", None)
-    if rt.device.type == "cuda":
+    if device.type == "cuda":
         torch.cuda.empty_cache()
     if request.placement == WEIGHTS_REPLICATED:
-        cap_gpu_memory(rt.device, request.memory_cap_bytes)
-        patcher = comfy_random_model(config, rt.device, dtype, request.seed, request.weights)
+        cap_gpu_memory(device, request.memory_cap_bytes)
+        patcher = comfy_random_model(config, device, dtype, request.seed, request.weights)
     else:
         patcher = host_random_model(job, config, dtype, request)
     model = ComfyModel(path=Path("<random>"), dtype=dtype, patcher=patcher)
-    model.extras.update(exchange=_exchange(job), config=config)
-    rt.state["model"] = model
+    model.extras.update(exchange=job.head_exchange(), config=config)
     params = sum(p.numel() for p in model.diffusion_model.parameters())
-    weights_bytes = torch.cuda.memory_allocated(rt.device) if rt.device.type == "cuda" else 0
-    return {
+    weights_bytes = torch.cuda.memory_allocated(device) if device.type == "cuda" else 0
+    return model, {
         "parameters": params,
         "exchange": model.extras["exchange"].name,
         "weights_bytes": int(weights_bytes),
@@ -130,22 +137,21 @@ def host_random_model(job, config: dict, dtype: torch.dtype, request: ComfyLoadR
     import comfy.model_patcher
     import torch.distributed as dist
 
-    from ..engine.comfy.random_model import random_base_model
-    from ..engine.comfy.weights import auto_resident_bytes, make_resident, set_budget, shard_blocks
+    from .random_model import random_base_model
+    from .weights import auto_resident_bytes, make_resident, set_budget, shard_blocks
 
-    rt = job.runtime
-    host = torch.device("cpu")
+    device, host = job.device, torch.device("cpu")
     # Drawn on the GPU when there is one (seconds, against minutes for 22B on the CPU), before the cap.
-    model = random_base_model(config, rt.device, dtype, request.seed, request.weights).to(host)
-    if rt.device.type == "cuda":
+    model = random_base_model(config, device, dtype, request.seed, request.weights).to(host)
+    if device.type == "cuda":
         torch.cuda.empty_cache()
-    cap_gpu_memory(rt.device, request.memory_cap_bytes)
-    patcher = comfy.model_patcher.ModelPatcher(model, load_device=rt.device, offload_device=host)
+    cap_gpu_memory(device, request.memory_cap_bytes)
+    patcher = comfy.model_patcher.ModelPatcher(model, load_device=device, offload_device=host)
     sharded = request.placement == WEIGHTS_SHARDED
-    set_budget(patcher, 0 if sharded else auto_resident_bytes(rt.device, request.reserve_bytes))
+    set_budget(patcher, 0 if sharded else auto_resident_bytes(device, request.reserve_bytes))
     make_resident(patcher)
     if sharded:
-        shard_blocks(patcher, rt.device, dist.group.WORLD)
+        shard_blocks(patcher, device, dist.group.WORLD)
     return patcher
 
 
@@ -156,19 +162,15 @@ def cap_gpu_memory(device: torch.device, cap_bytes: int) -> None:
         torch.cuda.set_per_process_memory_fraction(min(1.0, cap_bytes / total), device)
 
 
-@op(ComfyBenchStep)
-def comfy_bench_step(job, request: ComfyBenchStep) -> dict:
+def bench_step(model: ComfyModel, job: Job, request: ComfyBenchStep) -> dict:
     """Time `repeats` sampling steps (cond+uncond, audio when audio_frames is given) through ComfyUI's
     sampler on the SP-patched model; the first step is the warm-up and is not counted."""
-    from ..engine.comfy import attention_backend
-    from ..engine.comfy.call_graphs import attach_call_graphs
-    from ..engine.comfy.sequence_parallel import SequenceParallel
-    from .ops_comfy import agree_batching
+    from . import attention_backend
+    from .call_graphs import attach_call_graphs
+    from .sample_job import agree_batching
+    from .sequence_parallel import SequenceParallel
 
-    rt = job.runtime
-    model = rt.state.get("model")
-    if not isinstance(model, ComfyModel):
-        raise InputRejected("no comfy-backend model loaded; run comfy_load_random_model first")
+    device = job.device
     parallel = SequenceParallel.for_model(model.extras["exchange"], model.diffusion_model)
     patcher = parallel.patch(model.patcher)
     if request.attention:  # as a ModelAttentionBackend MODEL's calls name it (NOTE [attention backend])
@@ -178,7 +180,7 @@ def comfy_bench_step(job, request: ComfyBenchStep) -> dict:
             attention_backend.check(options)
         except ValueError as exc:
             raise InputRejected(str(exc)) from exc
-    graphs = attach_call_graphs(patcher, job.world_size, enabled=request.cuda_graphs)
+    graphs = attach_call_graphs(patcher, model.extras["exchange"], enabled=request.cuda_graphs)
     agree_batching(job, patcher)
     inputs = random_job_inputs(
         list(request.video_shape),
@@ -187,17 +189,15 @@ def comfy_bench_step(job, request: ComfyBenchStep) -> dict:
         0,
         context_width(model.extras["config"]),
     )
-    if rt.device.type == "cuda":
-        torch.cuda.reset_peak_memory_stats(rt.device)
-    times = time_steps(patcher, inputs, request.repeats, rt.device, on_step=job.check_cancel, cfg=request.cfg)
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    times = time_steps(patcher, inputs, request.repeats, device, on_step=job.check_cancel, cfg=request.cfg)
     shape = request.video_shape
     return {
         "times_ms": times,
         "split_forwards": parallel.split_forwards,
         "attention_backend_calls": parallel.backend_calls,
-        "peak_memory_bytes": int(torch.cuda.max_memory_allocated(rt.device))
-        if rt.device.type == "cuda"
-        else 0,
+        "peak_memory_bytes": int(torch.cuda.max_memory_allocated(device)) if device.type == "cuda" else 0,
         "tokens": int(shape[2] * shape[3] * shape[4]),
         "cuda_graphs": None if graphs is None else graphs.counts(),
     }

@@ -28,7 +28,7 @@ from comfy.ldm.lightricks.vae.causal_conv3d import CausalConv3d
 from comfy.ldm.lightricks.vae.pixel_norm import PixelNorm
 from torch import nn
 
-from .vae_encode import HaloExchange
+from ...strategies.halo_exchange import HaloExchange
 
 ZEROS = "zeros"
 # torch's Conv3d padding modes that a slab can reproduce at the frame's real edges with F.pad.

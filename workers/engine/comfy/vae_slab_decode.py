@@ -1,7 +1,7 @@
 """Exact distributed decode with ComfyUI's LTX-2 video VAE: VAEDecode's frames, the frame split in slabs.
 
 Collective among the active ranks of `decode_plan`. Each rank decodes the latent rows of its slab with
-ComfyUI's Decoder modules (NOTE [comfy vae slabs] in comfy_vae_halo.py) and writes its rows of every
+ComfyUI's Decoder modules (NOTE [comfy vae slabs] in vae_halo.py) and writes its rows of every
 frame into the shared IMAGE, as ComfyUI's VAE.process_output maps them; nothing else travels.
 
 The walk through the decoder is Decoder.forward_orig and run_up of
@@ -21,11 +21,11 @@ from collections.abc import Callable
 import torch
 from comfy.ldm.lightricks.vae import causal_video_autoencoder as cva
 
-from .comfy_vae_halo import SlabConvolutions, clear_temporal_caches
-from .decode_limits import min_decode_cells
-from .vae_encode import HaloExchange
-from .vae_encode_plan import HEIGHT, WIDTH, EncodePlan, split_evenly
-from .vae_tiles import FRAMES_PER_CELL
+from ...strategies.decode_limits import min_decode_cells
+from ...strategies.halo_exchange import HaloExchange
+from ...strategies.vae_encode_plan import HEIGHT, WIDTH, EncodePlan, split_evenly
+from ...strategies.vae_tiles import FRAMES_PER_CELL
+from .vae_halo import SlabConvolutions, clear_temporal_caches
 
 # write(first frame, pixels [B, 3, t, rows, cols] in the VAE's dtype, on its device): the decoder's
 # output for frames [first, first + t) of this rank's slab, in order.

@@ -1,18 +1,18 @@
-"""The "vae_decode" and "vae_encode" commands on the comfy backend: ComfyUI's own VAE objects in the ranks.
+"""The "vae_decode" and "vae_encode" commands on ComfyUI's engine: ComfyUI's own VAE objects in the ranks.
 
-ops_vae.py and ops_vae_encode.py hand their request (wire/requests.py VaeDecode, VaeEncode) here when
-the loaded model is a ComfyModel. Imported lazily: it imports ComfyUI's VAE modules, which exist in a
-rank only after bootstrap.import_comfyui.
+The rank's handlers (rank/ops_vae.py, ops_vae_encode.py) hand their request (wire/requests.py VaeDecode,
+VaeEncode; the encode with its plan) to the engine, which runs it here. Imported lazily: it imports
+ComfyUI's VAE modules, which exist in a rank only after bootstrap.import_comfyui.
 
 Decode modes (VaeDecode.mode):
 - "exact" (default): VAEDecode's frames. The frame is cut into slabs and each rank decodes its rows,
-  swapping edge rows with its neighbours at every convolution (strategies/comfy_vae_decode.py); for
-  LTX-2.5's diffusion decoder, at every neighbourhood attention (strategies/comfy_na_decode.py, its
+  swapping edge rows with its neighbours at every convolution (vae_slab_decode.py); for
+  LTX-2.5's diffusion decoder, at every neighbourhood attention (na_decode.py, its
   memory per rank bounded by VaeDecode.na_chunk_bytes, 0 = the whole band at once).
-- "tiled": VAEDecodeTiled's frames for the node's four tile settings (strategies/comfy_vae_tiled.py).
+- "tiled": VAEDecodeTiled's frames for the node's four tile settings (vae_tiled.py).
 Audio: the last rank decodes it with ComfyUI's audio VAE, as LTXVAudioVAEDecode does
 (engine/comfy/audio_vae.py), kept in the model's `extras`.
-Encode: VAEEncode's latent, in slabs with edge rows swapped (strategies/comfy_vae_encode.py).
+Encode: VAEEncode's latent, in slabs with edge rows swapped (vae_slab_encode.py).
 """
 
 from __future__ import annotations
@@ -22,24 +22,22 @@ import time
 import torch
 import torch.distributed as dist
 
-from ..engine.comfy.audio_vae import decode_audio, load_audio_vae
-from ..engine.comfy.model import ComfyModel, load_vae_file
-from ..strategies import shm_prefault
-from ..strategies.comfy_na_decode import BandGather, BandNADecoder, is_diffusion_decoder, pixel_scale
-from ..strategies.comfy_vae_decode import SlabDecoder, decode_plan, describe_slabs, padding_mode
-from ..strategies.comfy_vae_encode import SlabEncoder
-from ..strategies.comfy_vae_halo import unsupported_reason
-from ..strategies.comfy_vae_tiled import check_tiled, decode_tiled, tiled_decode_args
-from ..strategies.decode_limits import NO_PADDING, check_decodable
-from ..strategies.na_bands import band_plan
-from ..strategies.vae_decode import STAGING_BYTES, copy_through, to_image
-from ..strategies.vae_encode import HaloExchange
-from ..strategies.vae_encode_plan import split_evenly
-from ..wire.requests import VAE_DECODE_MODES, TileSettings, VaeDecode, VaeEncode
-from .ops import InputRejected
-from .ops_vae import PeakMemory, agree_on_error, check_audio_shape
-from .ops_vae_encode import latent_box, slab_input
-from .ops_vae_encode import validate as validate_encode
+from ...strategies import shm_prefault
+from ...strategies.decode_limits import NO_PADDING, check_decodable
+from ...strategies.halo_exchange import HaloExchange
+from ...strategies.na_bands import band_plan
+from ...strategies.vae_decode import STAGING_BYTES, copy_through, to_image
+from ...strategies.vae_encode_plan import EncodePlan, latent_box, slab_input, split_evenly
+from ...wire.requests import VAE_DECODE_MODES, TileSettings, VaeDecode, VaeEncode
+from ..protocol import InputRejected, Job
+from ..vae_shared import PeakMemory, check_audio_shape
+from .audio_vae import decode_audio, load_audio_vae
+from .model import ComfyModel, load_vae_file
+from .na_decode import BandGather, BandNADecoder, is_diffusion_decoder, pixel_scale
+from .vae_halo import unsupported_reason
+from .vae_slab_decode import SlabDecoder, decode_plan, describe_slabs, padding_mode
+from .vae_slab_encode import SlabEncoder
+from .vae_tiled import check_tiled, decode_tiled, tiled_decode_args
 
 EXACT, TILED = VAE_DECODE_MODES
 AUDIO_VAE_KEY = "comfy_audio_vae"
@@ -78,7 +76,7 @@ def _validate_decode(request: VaeDecode, vae) -> str:
 
 
 class _ImageWriter:
-    """write(first frame, pixels) for a decoder walk (comfy_vae_decode.WriteFn): this rank's rows or
+    """write(first frame, pixels) for a decoder walk (vae_slab_decode.WriteFn): this rank's rows or
     columns `band` of every frame into the shared IMAGE viewed as [B, frames, H, W, 3], mapped as
     VAE.process_output maps them. `dim`: the band axis in a [B, C, F, H, W] tensor (3 or 4)."""
 
@@ -104,14 +102,13 @@ class _ImageWriter:
 
 
 def _decode_exact(job, vae, video: torch.Tensor, image5: torch.Tensor) -> dict:
-    rt = job.runtime
     plan = decode_plan(tuple(video.shape[2:]), job.world_size, padding_mode(vae.first_stage_model.decoder))
     if plan.active_ranks > 1:
         dist.barrier()  # point-to-point exchanges must not be the group's first collective (NCCL)
     write_s = 0.0
     if plan.is_active(job.rank):
         write = _ImageWriter(image5, plan.axis_dim, plan.pixel_slab(job.rank))
-        exchange = HaloExchange(plan, job.rank, comm_on_device=rt.backend == "nccl")
+        exchange = HaloExchange(plan, job.rank, comm_on_device=job.comm_on_device)
         decoder = SlabDecoder(vae, plan, job.rank, exchange)
         decoder.run(video, write)
         exchange_s, sent, write_s = exchange.seconds, exchange.bytes_sent, write.seconds
@@ -126,8 +123,7 @@ def _decode_exact(job, vae, video: torch.Tensor, image5: torch.Tensor) -> dict:
 
 
 def _decode_diffusion(job, vae, video: torch.Tensor, image5: torch.Tensor, chunk_bytes: int) -> dict:
-    """Exact mode for LTX-2.5's diffusion decoder (strategies/comfy_na_decode.py)."""
-    rt = job.runtime
+    """Exact mode for LTX-2.5's diffusion decoder (na_decode.py)."""
     plan = band_plan(tuple(video.shape[2:]), job.world_size, chunk_bytes)
     if plan.active_ranks > 1:
         dist.barrier()  # point-to-point exchanges must not be the group's first collective (NCCL)
@@ -137,7 +133,7 @@ def _decode_diffusion(job, vae, video: torch.Tensor, image5: torch.Tensor, chunk
         scale = pixel_scale(vae.first_stage_model.decoder)
         start, stop = plan.bands[job.rank]
         write = _ImageWriter(image5, plan.dim + 1, slice(start * scale, stop * scale))
-        gather = BandGather(plan, job.rank, comm_on_device=rt.backend == "nccl")
+        gather = BandGather(plan, job.rank, comm_on_device=job.comm_on_device)
         BandNADecoder(vae, plan, job.rank, gather).run(video, write)
         stats.update(exchange_s=round(gather.seconds, 6), write_s=round(write.seconds, 6))
         stats.update(bytes_sent=gather.bytes_sent, exchanges=gather.exchanges)
@@ -145,11 +141,10 @@ def _decode_diffusion(job, vae, video: torch.Tensor, image5: torch.Tensor, chunk
 
 
 def _decode_tiled(job, vae, video: torch.Tensor, image5: torch.Tensor, tiles: TileSettings) -> dict:
-    rt = job.runtime
     args = tiled_decode_args(
         vae, tiles.tile_px, tiles.overlap_px, tiles.temporal_frames, tiles.temporal_overlap_frames
     )
-    output_device = rt.device if rt.backend == "nccl" else CPU
+    output_device = job.device if job.comm_on_device else CPU
     flat = image5.view(-1, *image5.shape[2:])
     first, stop = split_evenly(flat.shape[0], job.world_size)[job.rank]
     # NOTE [shm prefault]: this rank's frames of the fresh IMAGE fault in while the tiles decode.
@@ -179,8 +174,7 @@ def _audio_vae(model: ComfyModel, device: torch.device):
 
 
 def vae_decode_comfy(job, model: ComfyModel, request: VaeDecode) -> dict:
-    """ops_vae.vae_decode on the comfy backend (collective)."""
-    rt = job.runtime
+    """Distributed VAE Decode on ComfyUI's engine (collective)."""
     vae, vae_load_s = _checkpoint_vae(model)
     mode = _validate_decode(request, vae)
     video, audio, out_audio = request.video, request.audio, request.out_audio
@@ -188,11 +182,11 @@ def vae_decode_comfy(job, model: ComfyModel, request: VaeDecode) -> dict:
     error = None
     if audio is not None and job.rank == audio_rank:
         try:
-            _audio_vae(model, rt.device)
+            _audio_vae(model, job.device)
         except ValueError as exc:
             error = str(exc)
-    agree_on_error(job, error)
-    memory = PeakMemory(rt.device)
+    job.agree_on_error(error)
+    memory = PeakMemory(job.device)
     job.check_cancel()
     start = time.perf_counter()
     batch = video.shape[0]
@@ -208,7 +202,7 @@ def vae_decode_comfy(job, model: ComfyModel, request: VaeDecode) -> dict:
         audio_shape, audio_s = (0, 0, 0), 0.0
         if audio is not None and job.rank == audio_rank:
             t0 = time.perf_counter()
-            waveform, rate = decode_audio(_audio_vae(model, rt.device), audio)
+            waveform, rate = decode_audio(_audio_vae(model, job.device), audio)
             if tuple(waveform.shape) == tuple(out_audio.shape):
                 out_audio.copy_(waveform)
             audio_shape, audio_s = (waveform.shape[1], waveform.shape[2], rate), time.perf_counter() - t0
@@ -232,15 +226,13 @@ def vae_decode_comfy(job, model: ComfyModel, request: VaeDecode) -> dict:
     }
 
 
-def vae_encode_comfy(job, model: ComfyModel, request: VaeEncode) -> dict:
-    """ops_vae_encode.vae_encode on the comfy backend (collective)."""
-    rt = job.runtime
+def vae_encode_comfy(job: Job, model: ComfyModel, request: VaeEncode, plan: EncodePlan) -> dict:
+    """Distributed VAE Encode on ComfyUI's engine, in slabs over `plan` (collective)."""
     vae, vae_load_s = _checkpoint_vae(model)
-    plan = validate_encode(request, job.world_size)
     reason = unsupported_reason(vae.first_stage_model.encoder)
     if reason is not None:
         raise InputRejected(f"the checkpoint's video encoder cannot be split over GPUs: {reason}")
-    memory = PeakMemory(rt.device)
+    memory = PeakMemory(job.device)
     if plan.active_ranks > 1:
         dist.barrier()  # point-to-point exchanges must not be the group's first collective (NCCL)
     pixels, out = request.pixels, request.out_latent
@@ -249,7 +241,7 @@ def vae_encode_comfy(job, model: ComfyModel, request: VaeEncode) -> dict:
     exchange_s, sent = 0.0, 0
     if plan.is_active(job.rank):
         whole = (0, pixels.shape[0])
-        exchange = HaloExchange(plan, job.rank, comm_on_device=rt.backend == "nccl")
+        exchange = HaloExchange(plan, job.rank, comm_on_device=job.comm_on_device)
         with torch.inference_mode():
             slab = slab_input(pixels, plan, job.rank, whole, CPU, vae.vae_dtype)
             latent = SlabEncoder(vae, plan, job.rank, exchange).run(slab)

@@ -1,6 +1,7 @@
-"""Run ltx-core's VideoEncoder on one rank's slab, chunk by chunk, swapping edge rows with neighbours.
+"""Run ltx-core's VideoEncoder on one rank's slab, chunk by chunk, swapping edge rows with neighbours
+(strategies/halo_exchange.py).
 
-Collective among the active ranks (NOTE [encode slabs] in vae_encode_plan.py): every active rank
+Collective among the active ranks (NOTE [encode slabs] in strategies/vae_encode_plan.py): every active rank
 calls `SlabEncoder.encode_chunk` for the same chunks in the same order; inside, each convolution
 exchanges its edge rows with the neighbouring slabs (point-to-point, neighbours only). While the
 encoder runs, its CausalConv3d and SpaceToDepthDownsample modules are routed through this module
@@ -17,11 +18,9 @@ Everything else (res blocks, norms, the latent statistics) is ltx-core's own for
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 
 import torch
-import torch.distributed as dist
 import torch.nn.functional as F
 from einops import rearrange
 from ltx_core.model.video_vae.convolution import CausalConv3d
@@ -29,56 +28,9 @@ from ltx_core.model.video_vae.enums import LogVarianceType
 from ltx_core.model.video_vae.ops import patchify
 from ltx_core.model.video_vae.sampling import SpaceToDepthDownsample
 
+from ...strategies.halo_exchange import HaloExchange
+from ...strategies.vae_tiles import FRAMES_PER_CELL, PIXELS_PER_CELL
 from .encoder_reach import encoder_reach
-from .vae_encode_plan import EncodePlan
-from .vae_tiles import FRAMES_PER_CELL, PIXELS_PER_CELL
-
-CPU = torch.device("cpu")
-
-
-class HaloExchange:
-    """Swaps edge rows along the slab axis with the neighbouring ranks (point-to-point).
-
-    comm_on_device: tensors travel as they are (NCCL); otherwise through CPU copies (gloo).
-    """
-
-    def __init__(self, plan: EncodePlan, rank: int, comm_on_device: bool) -> None:
-        self.dim = plan.axis_dim
-        self.before, self.after = plan.neighbours(rank)
-        self.comm_on_device = comm_on_device
-        self.seconds = 0.0
-        self.bytes_sent = 0
-
-    def pad(self, x: torch.Tensor, rows: int) -> torch.Tensor:
-        """x [B, C, F, H, W] -> x with `rows` rows of each neighbour's slab (zeros at an edge) on both
-        sides along the slab axis (collective with the neighbours)."""
-        if rows == 0:
-            return x
-        assert x.shape[self.dim] >= rows, (
-            "a slab is thinner than the rows it lends: plan and encoder disagree"
-        )
-        start = time.perf_counter()
-        edge_shape = list(x.shape)
-        edge_shape[self.dim] = rows
-        device = x.device if self.comm_on_device else CPU
-        ops, received = [], {}
-        for peer, leading in ((self.before, True), (self.after, False)):
-            if peer is None:
-                continue
-            edge = (
-                x.narrow(self.dim, 0 if leading else x.shape[self.dim] - rows, rows).to(device).contiguous()
-            )
-            received[leading] = torch.empty(edge_shape, dtype=x.dtype, device=device)
-            ops += [dist.P2POp(dist.isend, edge, peer), dist.P2POp(dist.irecv, received[leading], peer)]
-            self.bytes_sent += edge.numel() * edge.element_size()
-        for request in dist.batch_isend_irecv(ops) if ops else []:
-            request.wait()
-        before, after = (
-            received[leading].to(x.device) if leading in received else x.new_zeros(edge_shape)
-            for leading in (True, False)
-        )
-        self.seconds += time.perf_counter() - start
-        return torch.cat([before, x, after], dim=self.dim)
 
 
 def unsupported_reason(encoder: torch.nn.Module) -> str | None:

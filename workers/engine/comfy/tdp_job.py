@@ -1,0 +1,83 @@
+"""The TDP Upscaler's job on ComfyUI's engine: the request's plan (strategies/tdp_plan.py, made by the
+handler) run with ComfyUI's latent upsampler (latent_upsample.py) and its sampler with the model call
+tiled (tdp.py). Per job, on every rank:
+  1. upsample the stage-1 video as LTXVLatentUpsampler does, then take rank 0's copy so every rank
+     starts from the same bits;
+  2. build the stage-2 LATENT as LTXVConcatAVLatent does, the stage-1 audio held (noise mask 0);
+  3. run ComfyUI's sampler on it, every model call tiled and summed over the group.
+Rank 0 writes the video into the output slot; the node returns the stage-1 audio itself. The preview
+modes are not served on this engine yet (its capability table says so). Import only after
+bootstrap.import_comfyui.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+
+from ...strategies.tdp_plan import TdpPlan
+from ...wire.requests import TdpUpscale
+from ..protocol import InputRejected, Job
+from .latent_upsample import cached_latent_upsampler, upsample_video, video_statistics
+from .model import ComfyModel
+from .sample_job import conditioning
+from .sharded_lockstep import lockstep_for
+from .tdp import denoise_tiled, held_audio_latent
+from .tiled_cond_batch import check_conditioning
+
+
+def tdp_upscale(model: ComfyModel, job: Job, request: TdpUpscale, plan: TdpPlan) -> dict:
+    """The engine's part of the tdp_upscale reply: audio_frames (stage-1 audio frames that go with the
+    result) and padding_forwards (sharded weights)."""
+    try:
+        if plan.region is not None:
+            raise ValueError(
+                "the TDP Upscaler's preview modes do not run on ComfyUI's engine yet; set preview to off"
+            )
+        positive = conditioning(request.positive, request.frame_rate)
+        negative = conditioning(request.negative, request.frame_rate)
+        check_conditioning(positive, "positive")
+        check_conditioning(negative, "negative")
+        video_statistics(model)
+        upsampler = cached_latent_upsampler(model, Path(request.upscaler), job.device)
+    except ValueError as exc:
+        raise InputRejected(str(exc)) from exc
+    video = upsample_video(model, upsampler, request.video).to(job.device)
+    if job.world_size > 1:
+        with torch.inference_mode():
+            dist.broadcast(video, src=0)  # one source of truth: every rank steps the same latent
+    audio = request.audio
+    latent = held_audio_latent(video, None if audio is None else audio.to(job.device))
+
+    on_denoised, on_step = job.step_callbacks(request.live_preview)
+
+    def callback(step: int, total: int, x0: list[torch.Tensor], x: list[torch.Tensor]) -> None:
+        on_denoised(step, total, x0)  # the live preview of the blended video
+        on_step(step + 1, total, x)  # progress, and Cancel agreed at the step boundary
+
+    job.check_cancel()
+    # sharded: ranks with fewer tiles pad their gathers (NOTE [sharded lockstep])
+    lockstep = lockstep_for(model)
+    padded = 0 if lockstep is None else lockstep.padded
+    out = denoise_tiled(
+        model, latent, positive, negative, request.sigmas.float(), request.sampler, request.cfg,
+        request.seed, plan.grid, rank=job.rank, world_size=job.world_size, reduce=all_reduce_sum(job.world_size),
+        callback=callback, lockstep=lockstep,
+    )  # fmt: skip
+    samples = out["samples"]
+    result = samples.unbind()[0] if samples.is_nested else samples
+    if job.rank == 0:
+        request.out_video.copy_(result.to(request.out_video.dtype))
+    return {
+        "audio_frames": None if audio is None else int(audio.shape[2]),
+        # Forwards this rank ran as gathers only to keep step with ranks that had more tiles (sharded).
+        "padding_forwards": 0 if lockstep is None else lockstep.padded - padded,
+    }
+
+
+def all_reduce_sum(world_size: int):
+    if world_size == 1:
+        return lambda tensor: None
+    return lambda tensor: dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
