@@ -10,7 +10,8 @@ each rank loading the same file through ComfyUI's checkpoint loader (engine/comf
 Bounds: the largest difference relative to the largest native magnitude, at most 1e-5. One tile with
 overlap 0 runs the very model calls native runs and is expected to match bit for bit; several tiles
 differ from native by design and must not depend on the number of ranks (only the summation order
-of the all_reduce differs).
+of the all_reduce differs). The preview modes (NOTE [tdp preview]) are held against the full run of
+the same grid, as tests/test_tdp_preview.py holds ltx-core's.
 
 Run: COMFYUI_PATH=/path/to/ComfyUI python -m pytest tests/test_comfy_tdp.py -s (figures printed).
 """
@@ -46,6 +47,18 @@ CASES = {
     "tiles_1x3": (1, 3, 1, True),
     "auto": (tiled.AUTO, tiled.AUTO, 1, True),
     "video_only_one_tile": (1, 1, 0, False),
+}
+# NOTE [tdp preview] cases, one step (where the preview's claim is exact): name -> (tiles, overlap, preview,
+# preview_frames). 2x2 tiles overlapping by 2 cells on the 4 x 6 upscaled latent: the centre tile (the
+# first of four that tie) keeps 2 cells no neighbour shares.
+ONE_STEP = "0.909375, 0.0"
+PREVIEW_GRID = (2, 2, 2, True)
+PREVIEW_CASES = {
+    "full_2x2": ("off", 9),
+    "centre_tile": ("centre tile", 9),
+    "first_frames_all": ("first frames", 9),  # 9 pixel frames: both latent frames, the whole clip
+    "first_frame": ("first frames", 1),
+    "centre_tile_first_frame": ("centre tile, first frames", 1),
 }
 WORLD_SIZES = (1, 2, 3)
 RANKS_TIMEOUT_S = 900.0
@@ -143,6 +156,8 @@ def _tdp_ranks(rank: int, world_size: int, init_file: str, root: str, tiny_dir: 
     inputs = stage1_inputs()
     upscaler = Path(tiny_dir) / UPSCALER_FILE_NAME
     cases = {name: tdp_args(inputs, case, upscaler) for name, case in CASES.items()}
+    for name, (preview, frames) in PREVIEW_CASES.items():
+        cases[name] = tdp_args(inputs, PREVIEW_GRID, upscaler, preview, frames, ONE_STEP)
     for name, args in cases.items():
         t0 = time.perf_counter()
         result = tdp_upscale(job, args)
@@ -162,7 +177,7 @@ def runs(tiny, tmp_path_factory) -> dict[int, dict[str, dict]]:
         folder = tmp_path_factory.mktemp(f"tdp-comfy-{world_size}")
         root, tiny_dir = str(comfyui_root()), str(tiny.checkpoint.parent)
         run_ranks(_tdp_ranks, world_size, folder, root, tiny_dir, str(folder), timeout_s=RANKS_TIMEOUT_S)
-        out[world_size] = {name: torch.load(folder / f"{name}.pt") for name in CASES}
+        out[world_size] = {name: torch.load(folder / f"{name}.pt") for name in (*CASES, *PREVIEW_CASES)}
     return out
 
 
@@ -195,6 +210,60 @@ def test_tiled_result_does_not_depend_on_the_rank_count(native, runs, case):
     if case == "tiles_1x3":
         # The tiles really ran: several tiles are not the untiled stage (the comparison can fail).
         assert relative(reference, native[True][0]) > 100 * RELATIVE_TOLERANCE
+
+
+def _preview_region(preview: str, frames: int):
+    from ltx2_mgpu.workers.strategies.tdp_preview import preview_region
+
+    b, c, f, h, w = VIDEO_SHAPE
+    grid = tiled.make_grid(UPSCALED_EXTENT, PREVIEW_GRID[:2], PREVIEW_GRID[2])
+    return preview_region(preview, frames, grid, (b, c, f, 2 * h, 2 * w))
+
+
+@pytest.mark.comfyui
+@pytest.mark.parametrize("world_size", WORLD_SIZES)
+def test_centre_tile_preview_is_what_the_full_run_makes_there(runs, world_size):
+    """NOTE [tdp preview] on ComfyUI's engine: the same noise and positions as the full run; after one
+    step the tile's interior (cells no neighbour blends into) is the full run's, bit for bit on one rank,
+    to float rounding when the group splits the tile (sequence parallel)."""
+    full, centre = runs[world_size]["full_2x2"], runs[world_size]["centre_tile"]
+    region = _preview_region("centre tile", 9)
+    interior = region.tile.interior()
+    assert interior.sum() == 2 and centre["result"]["preview_tile"] == region.tile.index == 0
+    assert tuple(centre["video"].shape) == region.shape == (1, 128, 2, 3, 4)
+    assert centre["result"]["audio_frames"] == AUDIO_SHAPE[2]
+    mine, theirs = centre["video"][..., interior], region.cut(full["video"])[..., interior]
+    rel = relative(mine, theirs)
+    print(f"\n[tdp comfy] centre tile preview, {world_size} rank(s), interior vs full run: rel {rel:.2e}")
+    assert torch.equal(mine, theirs) if world_size == 1 else rel <= RELATIVE_TOLERANCE
+    assert not torch.equal(
+        centre["video"], region.cut(full["video"])
+    )  # shared cells are blended in the full run
+    # One tile's tokens over the group: a rank's share of the tile, not its tiles of the grid.
+    assert centre["result"]["video_tokens_on_rank"] == 2 * 3 * 4 // world_size
+
+
+@pytest.mark.comfyui
+@pytest.mark.parametrize("world_size", WORLD_SIZES)
+def test_first_frames_previews(runs, world_size):
+    """A first-frames preview over every frame is the full run itself; the centre tile of the first frame
+    is the first-frame preview's there (its interior, after one step); audio as long as the clip."""
+    run = runs[world_size]
+    assert torch.equal(run["first_frames_all"]["video"], run["full_2x2"]["video"])
+    first, corner = run["first_frame"], run["centre_tile_first_frame"]
+    assert tuple(first["video"].shape) == (1, 128, 1, 4, 6)
+    # One frame at 24 fps: round(1 / 24 * 25) = 1 audio latent frame (ComfyUI's rule).
+    assert first["result"]["audio_frames"] == corner["result"]["audio_frames"] == 1
+    region = _preview_region("centre tile, first frames", 1)
+    interior = region.tile.interior()
+    mine, theirs = corner["video"][..., interior], region.tile.cut(first["video"])[..., interior]
+    rel = relative(mine, theirs)
+    print(
+        f"\n[tdp comfy] centre tile of the first frame, {world_size} rank(s), vs first frame: rel {rel:.2e}"
+    )
+    assert torch.equal(mine, theirs) if world_size == 1 else rel <= RELATIVE_TOLERANCE
+    # Not the full run's first frame: there, frame 0 also attends to frame 1.
+    assert relative(first["video"], run["full_2x2"]["video"][:, :, :1]) > 100 * RELATIVE_TOLERANCE
 
 
 @pytest.mark.parametrize("key", ["keyframe_idxs", "guide_attention_entries", "area", "mask"])

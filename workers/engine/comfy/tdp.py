@@ -11,13 +11,19 @@ Import only after bootstrap.import_comfyui.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import torch
 
 from ...strategies import tiled
+from ...strategies.tdp_preview import PreviewRegion
 from .model import ComfyModel
 from .node_patches import make_live
 from .sampling import StepCallback, sample
+from .sequence_parallel import SequenceParallel
 from .sharded_lockstep import Lockstep
+from .tdp_region import RegionCondBatch, region_shapes
 from .tiled_cond_batch import Reduce, TiledCondBatch, check_conditioning
 
 # The key our wrapper is registered under on the sampling clone of the ModelPatcher.
@@ -55,11 +61,17 @@ def denoise_tiled(
     reduce: Reduce,
     callback: StepCallback | None = None,
     lockstep: Lockstep | None = None,
+    region: PreviewRegion | None = None,
+    agree: Callable[[Any], None] | None = None,
 ) -> dict:
     """`latent` (a LATENT dict, video or AV nested, video first) denoised along `sigmas` with the
-    model call tiled over `grid`; returns the LATENT the sampler gives. Collective (one `reduce` per
-    model call); identical on every rank. ValueError (before any collective) for conditioning a tile
-    cannot carry. `lockstep`: the sharded model's (NOTE [sharded lockstep]), else None."""
+    model call tiled over `grid`; returns the LATENT the sampler gives. With a preview `region` only
+    that part of the video is computed (tdp_region.py; the rest of the returned latent is the noised
+    input). Collective (one `reduce` per model call, or the centre tile's sequence-parallel forward);
+    identical on every rank. ValueError (before any collective) for conditioning a tile cannot carry.
+    `lockstep`: the sharded model's (NOTE [sharded lockstep]), else None. `agree(patcher)`: makes ComfyUI
+    batch cond and uncond alike on every rank (sample_job.agree_batching), for the centre tile's
+    sequence-parallel calls, whose collectives must match."""
     check_conditioning(positive, "positive")
     check_conditioning(negative, "negative")
     import comfy.patcher_extension
@@ -67,12 +79,22 @@ def denoise_tiled(
     samples = latent["samples"]
     shapes = [t.shape for t in samples.unbind()] if samples.is_nested else [samples.shape]
     make_live(model.patcher)  # a group MODEL call may have left a LoRA node's patches in the weights
-    patcher = model.patcher.clone()
-    patcher.add_wrapper_with_key(
-        comfy.patcher_extension.WrappersMP.CALC_COND_BATCH,
-        WRAPPER_KEY,
-        TiledCondBatch(grid, shapes, rank=rank, world_size=world_size, reduce=reduce, lockstep=lockstep),
-    )
+    if region is not None and region.tile is not None:
+        # The whole group on the one tile: its tokens split over the ranks (every rank runs each forward).
+        parallel = SequenceParallel.for_model(model.extras["exchange"], model.diffusion_model)
+        patcher = parallel.patch(model.patcher)
+        if agree is not None:
+            agree(patcher)
+        wrapper = RegionCondBatch(region, shapes)
+    else:
+        patcher = model.patcher.clone()
+        tiled_shapes = shapes if region is None else region_shapes(region, shapes)
+        wrapper = TiledCondBatch(
+            grid, tiled_shapes, rank=rank, world_size=world_size, reduce=reduce, lockstep=lockstep
+        )
+        if region is not None:
+            wrapper = RegionCondBatch(region, shapes, inner=wrapper)
+    patcher.add_wrapper_with_key(comfy.patcher_extension.WrappersMP.CALC_COND_BATCH, WRAPPER_KEY, wrapper)
     with torch.inference_mode():
         return sample(
             patcher, positive, [] if negative is None else negative,  # none: cfg 1, no uncond pass

@@ -1,13 +1,13 @@
 """The TDP Upscaler's job on ComfyUI's engine: the request's plan (strategies/tdp_plan.py, made by the
 handler) run with ComfyUI's latent upsampler (latent_upsample.py) and its sampler with the model call
-tiled (tdp.py). Per job, on every rank:
+tiled (tdp.py), or for a preview cut to the preview's region (tdp_region.py). Per job, on every rank:
   1. upsample the stage-1 video as LTXVLatentUpsampler does, then take rank 0's copy so every rank
      starts from the same bits;
   2. build the stage-2 LATENT as LTXVConcatAVLatent does, the stage-1 audio held (noise mask 0);
-  3. run ComfyUI's sampler on it, every model call tiled and summed over the group.
-Rank 0 writes the video into the output slot; the node returns the stage-1 audio itself. The preview
-modes are not served on this engine yet (its capability table says so). Import only after
-bootstrap.import_comfyui.
+  3. run ComfyUI's sampler on it, every model call tiled and summed over the group (a centre-tile
+     preview: the one tile split over the group).
+Rank 0 writes the video (or the preview's region of it) into the output slot; the node returns the
+stage-1 audio itself (cut to a first-frames preview's length). Import only after bootstrap.import_comfyui.
 """
 
 from __future__ import annotations
@@ -18,11 +18,13 @@ import torch
 import torch.distributed as dist
 
 from ...strategies.tdp_plan import TdpPlan
+from ...strategies.tdp_preview import audio_frames as preview_audio_frames
+from ...wire.model_files import describe_checkpoint
 from ...wire.requests import TdpUpscale
 from ..protocol import InputRejected, Job
 from .latent_upsample import cached_latent_upsampler, upsample_video, video_statistics
 from .model import ComfyModel
-from .sample_job import conditioning
+from .sample_job import agree_batching, conditioning
 from .sharded_lockstep import lockstep_for
 from .tdp import denoise_tiled, held_audio_latent
 from .tiled_cond_batch import check_conditioning
@@ -32,10 +34,6 @@ def tdp_upscale(model: ComfyModel, job: Job, request: TdpUpscale, plan: TdpPlan)
     """The engine's part of the tdp_upscale reply: audio_frames (stage-1 audio frames that go with the
     result) and padding_forwards (sharded weights)."""
     try:
-        if plan.region is not None:
-            raise ValueError(
-                "the TDP Upscaler's preview modes do not run on ComfyUI's engine yet; set preview to off"
-            )
         positive = conditioning(request.positive, request.frame_rate)
         negative = conditioning(request.negative, request.frame_rate)
         check_conditioning(positive, "positive")
@@ -59,19 +57,22 @@ def tdp_upscale(model: ComfyModel, job: Job, request: TdpUpscale, plan: TdpPlan)
 
     job.check_cancel()
     # sharded: ranks with fewer tiles pad their gathers (NOTE [sharded lockstep])
-    lockstep = lockstep_for(model)
+    lockstep = None if plan.centre_tile_only else lockstep_for(model)
     padded = 0 if lockstep is None else lockstep.padded
     out = denoise_tiled(
         model, latent, positive, negative, request.sigmas.float(), request.sampler, request.cfg,
         request.seed, plan.grid, rank=job.rank, world_size=job.world_size, reduce=all_reduce_sum(job.world_size),
-        callback=callback, lockstep=lockstep,
+        callback=callback, lockstep=lockstep, region=plan.region,
+        agree=lambda patcher: agree_batching(job, patcher),
     )  # fmt: skip
     samples = out["samples"]
     result = samples.unbind()[0] if samples.is_nested else samples
+    if plan.region is not None:
+        result = plan.region.cut(result)
     if job.rank == 0:
         request.out_video.copy_(result.to(request.out_video.dtype))
     return {
-        "audio_frames": None if audio is None else int(audio.shape[2]),
+        "audio_frames": None if audio is None else _audio_frames_out(model, request, plan),
         # Forwards this rank ran as gathers only to keep step with ranks that had more tiles (sharded).
         "padding_forwards": 0 if lockstep is None else lockstep.padded - padded,
     }
@@ -81,3 +82,13 @@ def all_reduce_sum(world_size: int):
     if world_size == 1:
         return lambda tensor: None
     return lambda tensor: dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
+
+
+def _audio_frames_out(model: ComfyModel, request: TdpUpscale, plan: TdpPlan) -> int:
+    """Stage-1 audio frames the node returns: all, or as long as a first-frames preview lasts (at the
+    audio VAE's latent rate, as ComfyUI's num_of_latents_from_frames counts)."""
+    total = int(request.audio.shape[2])
+    if plan.region is None:
+        return total
+    rate = describe_checkpoint(model.vae_files.audio or model.path).audio_latent_rate_hz
+    return preview_audio_frames(plan.region, total, request.frame_rate, rate)
