@@ -78,3 +78,62 @@ def test_comfy_kitchen_int8_attention_on_the_group_model(comfy, tiny):  # noqa: 
     # (docs/PERFORMANCE.md has the 22B figures).
     assert all(rel <= 5e-2 for _, rel in split), split
     assert all(0 < rel <= 0.1 for _, rel in error), error
+
+
+def test_compiled_blocks_on_two_ranks_through_the_kernel(tiny, monkeypatch):
+    """compile_blocks on ComfyUI's engine on a GPU: the exchange traced as our custom ops (kernels/ops.py)
+    inside the compiled blocks; the result is the eager one to float rounding (inductor's fusions)."""
+    import dataclasses
+
+    import torch
+    from test_guidance_gpu import sample
+
+    monkeypatch.setenv("LTX2_MGPU_ALL2ALL", "kernel")
+    root = check_comfyui_root(comfyui_root())
+    model = MGPUModel.create(
+        tiny.checkpoint, devices="cuda:0,cuda:0", dtype="float32", backend="comfy",
+        comfyui_root=root.path, comfyui_version=root.version, guidance_groups=1,
+    )  # fmt: skip
+    manager = get_manager()
+    manager.env["LTX2_MGPU_ALL2ALL"] = "kernel"
+    try:
+        eager, _ = sample(model, 1)
+        compiled, reply = sample(dataclasses.replace(model, compile_blocks=True), 1)
+    finally:
+        manager.unload()
+        manager.env.pop("LTX2_MGPU_ALL2ALL", None)
+    assert_no_leaks()
+    assert reply["compiled"] and reply["exchange"] == "ipc-kernel"
+    for name, a, b in zip(("video", "audio"), compiled, eager):
+        rel = float((a - b).abs().max() / b.abs().max())
+        print(f"\n[compile_blocks, 2 ranks on one GPU] {name} vs eager: rel {rel:.2e}")
+        assert rel <= 1e-4, (name, rel)
+    assert torch.isfinite(compiled[0]).all()
+
+
+def test_fp8_matmul_on_an_fp8_gpu(tiny):
+    """fp8_matmul on a bf16 group (Hopper): ComfyUI's fp8 ops run (UNETLoader fp8_e4m3fn_fast's path, its
+    CPU parity with native is tests/test_comfy_speed_options.py); the result is finite and not the bf16
+    one. The distance is printed, not bounded: the tiny model's small random weights sit in fp8's
+    subnormal range, so it says nothing of a real model's."""
+    import torch
+    from test_guidance_gpu import sample
+
+    root = check_comfyui_root(comfyui_root())
+    model = MGPUModel.create(
+        tiny.checkpoint, devices="cuda:0", dtype="bfloat16", backend="comfy",
+        comfyui_root=root.path, comfyui_version=root.version,
+    )  # fmt: skip
+    try:
+        plain, _ = sample(model, 1)
+        get_manager().unload()
+        import dataclasses
+
+        fp8, _ = sample(dataclasses.replace(model, fp8_matmul=True), 1)
+    finally:
+        get_manager().unload()
+    assert_no_leaks()
+    for name, a, b in zip(("video", "audio"), fp8, plain):
+        rel = float((a.float() - b.float()).abs().max() / b.float().abs().max())
+        print(f"\n[fp8_matmul, 1 H200] {name} vs bf16: rel {rel:.2e}")
+        assert torch.isfinite(a).all() and rel > 0, (name, rel)

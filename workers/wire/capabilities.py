@@ -25,6 +25,8 @@ LTXCORE_EXTRA = "comfyui-ltx2-multigpu[ltxcore]"
 # ComfyUI's fp8 matrix multiply needs compute capability 8.9 (Ada) or newer
 # (comfy.model_management.supports_fp8_compute).
 FP8_COMPUTE_CAPABILITY = (8, 9)
+# Triton, which inductor writes GPU kernels in, runs on compute capability 7.0 (Volta) and newer.
+TRITON_COMPUTE_CAPABILITY = (7, 0)
 # File weight formats (wire/model_family.py ModelFamily.weight_format) fp8_matmul quantizes at load.
 FLOAT_FORMATS = ("bf16", "fp16", "fp32")
 
@@ -32,8 +34,8 @@ FLOAT_FORMATS = ("bf16", "fp16", "fp32")
 @dataclass(frozen=True)
 class EngineCapabilities:
     """One engine's row. commands: the worker commands it serves; families: the LTX releases its
-    transformer runs; modes: the loader modes it computes; fp8_matmul_formats: the file weight formats
-    fp8_matmul applies to; package: the Python package it needs beyond the pack's requirements ("" none);
+    transformer runs; modes: the loader modes it computes; compile_placements: the weights options
+    compile_blocks runs with; fp8_matmul_formats: the file weight formats fp8_matmul applies to; package: the Python package it needs beyond the pack's requirements ("" none);
     refusal: how a refusal of a command it lacks goes on ("<what> " + refusal)."""
 
     engine: str
@@ -42,6 +44,7 @@ class EngineCapabilities:
     families: tuple[str, ...]
     modes: tuple[str, ...]
     compile_blocks: bool
+    compile_placements: tuple[str, ...]
     fp8_matmul_formats: tuple[str, ...]
     fp8_matmul_meaning: str
     tdp_preview: bool
@@ -65,7 +68,7 @@ COMFY = EngineCapabilities(
     engine=BACKEND_COMFY,
     title="ComfyUI's engine",
     commands=(
-        *(c for c in _COMMON if c != "set_compiled"),
+        *_COMMON,
         "encode_gemma4",
         "comfy_model_call",
         "comfy_text_embeds",
@@ -74,9 +77,16 @@ COMFY = EngineCapabilities(
     ),
     families=(LTX2, LTX23, LTX25),
     modes=(ForwardMode.COMFYUI.value,),
-    compile_blocks=False,
-    fp8_matmul_formats=(),
-    fp8_matmul_meaning="fp8 weights and products of the ltx-core engine; ComfyUI's engine runs a file as stored",
+    compile_blocks=True,
+    # Weights cast in per call (offloaded) or gathered per block (sharded) run inside the blocks: not
+    # compiled yet (untested), so compile_blocks is refused with them.
+    compile_placements=(WEIGHTS_REPLICATED,),
+    fp8_matmul_formats=FLOAT_FORMATS,
+    fp8_matmul_meaning=(
+        "the transformer's weights stored in fp8 e4m3 and multiplied in fp8 by ComfyUI's own fp8 ops, as "
+        "UNETLoader's weight_dtype fp8_e4m3fn_fast runs them (files already in fp8 scaled, int8 or fp4 run "
+        "their own quantized kernels without it)"
+    ),
     tdp_preview=True,
     native_guider=True,
     guidance_groups=True,
@@ -95,6 +105,7 @@ LTXCORE = EngineCapabilities(
     families=(LTX2,),
     modes=tuple(m.value for m in ForwardMode),
     compile_blocks=True,
+    compile_placements=(WEIGHTS_REPLICATED,),
     # An fp8 scaled file otherwise runs folded into bf16 on ltx-core: the option keeps its fp8 weights.
     fp8_matmul_formats=(*FLOAT_FORMATS, "fp8 e4m3 scaled"),
     fp8_matmul_meaning=(
@@ -171,6 +182,12 @@ def check_loader_options(caps: EngineCapabilities, options: LoaderOptions) -> No
         )
     if options.compile_blocks:
         check_compile_blocks(caps, ForwardMode(options.mode), options.devices)
+        if options.weights not in caps.compile_placements:
+            raise ValueError(
+                f"compile_blocks runs with weights {' or '.join(caps.compile_placements)} on {caps.title}; "
+                f"weights {options.weights} casts or gathers the blocks' weights inside them. Turn compile_blocks "
+                "off, or set weights to replicated"
+            )
     if options.fp8_matmul:
         check_fp8_matmul(caps, options.weight_format, options.weight_dtype, options.devices)
 
@@ -188,6 +205,18 @@ def check_compile_blocks(caps: EngineCapabilities, mode: ForwardMode, devices: S
             "compile_blocks on CPU workers needs a C++ compiler (g++, c++ or clang++ on PATH), which torch's "
             "inductor builds the compiled blocks with; install one or turn compile_blocks off"
         )
+    gpus = list(dict.fromkeys(d for d in devices if d.startswith("cuda")))
+    if gpus and importlib.util.find_spec("triton") is None:
+        raise ValueError(
+            "compile_blocks on GPUs needs Triton, which torch's inductor writes the compiled blocks in, and this "
+            "Python has none: install the triton that matches your torch, or turn compile_blocks off"
+        )
+    for device in gpus:
+        if torch.cuda.get_device_capability(torch.device(device)) < TRITON_COMPUTE_CAPABILITY:
+            raise ValueError(
+                f"compile_blocks needs a GPU of compute capability 7.0 or newer (Triton's); {device} "
+                f"({torch.cuda.get_device_name(torch.device(device))}) is older: turn compile_blocks off"
+            )
 
 
 def has_cxx_compiler() -> bool:

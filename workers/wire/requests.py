@@ -698,6 +698,7 @@ class ComfyBenchStep(Request):
     cfg: float = 4.0  # 1: the cond pass alone (ComfyUI skips uncond), one pass per step
     cuda_graphs: bool = False  # the blocks replayed from CUDA graphs where they apply (NOTE [call graphs])
     attention: str = ""  # a registered ComfyUI attention function (NOTE [attention backend]); "": default
+    compile: bool = False  # the blocks torch.compile'd (NOTE [compiled blocks]); the warm-up step compiles
 
     def check(self) -> None:
         if len(self.video_shape) != 5:

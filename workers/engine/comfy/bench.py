@@ -164,13 +164,16 @@ def cap_gpu_memory(device: torch.device, cap_bytes: int) -> None:
 
 def bench_step(model: ComfyModel, job: Job, request: ComfyBenchStep) -> dict:
     """Time `repeats` sampling steps (cond+uncond, audio when audio_frames is given) through ComfyUI's
-    sampler on the SP-patched model; the first step is the warm-up and is not counted."""
+    sampler on the SP-patched model; the first step is the warm-up (and, with compile, the compile) and is
+    not counted."""
     from . import attention_backend
     from .call_graphs import attach_call_graphs
+    from .compiled_blocks import set_compiled
     from .sample_job import agree_batching
     from .sequence_parallel import SequenceParallel
 
     device = job.device
+    set_compiled(model, request.compile)
     parallel = SequenceParallel.for_model(model.extras["exchange"], model.diffusion_model)
     patcher = parallel.patch(model.patcher)
     if request.attention:  # as a ModelAttentionBackend MODEL's calls name it (NOTE [attention backend])
@@ -200,4 +203,5 @@ def bench_step(model: ComfyModel, job: Job, request: ComfyBenchStep) -> dict:
         "peak_memory_bytes": int(torch.cuda.max_memory_allocated(device)) if device.type == "cuda" else 0,
         "tokens": int(shape[2] * shape[3] * shape[4]),
         "cuda_graphs": None if graphs is None else graphs.counts(),
+        "compiled": request.compile,
     }

@@ -1,6 +1,6 @@
 """ComfyUI's engine on a rank (NOTE [engine seam] in workers/engine/protocol.py): files loaded by
 ComfyUI's own loaders, run by its model classes and samplers, our strategies attached at its extension
-points (sequence parallelism, tiles, guidance groups, CUDA graphs).
+points (sequence parallelism, tiles, guidance groups, CUDA graphs, compiled blocks).
 
 This class holds what a rank keeps between commands; each command's work lives in a *_job module.
 Importing it imports no ComfyUI module: bootstrap.import_comfyui does, at the first load.
@@ -45,12 +45,11 @@ class ComfyEngine(Engine):
     # ----- the model -----
     def load(self, job: Job, request: LoadModel) -> dict:
         """Bootstrap ComfyUI's model side in this rank and load the request's checkpoint through its
-        loader (skipped when the same file, dtype, VAE files and placement are loaded)."""
+        loader (skipped when the same file, dtype, VAE files, placement and fp8 are loaded; compile
+        only changes how the blocks run)."""
         from .bootstrap import attention_name, import_comfyui
+        from .compiled_blocks import set_compiled
         from .weights import check_shardable, residency, shard_blocks
-
-        if request.compile or request.fp8_matmul:
-            raise self.refuse("compile_blocks and fp8_matmul")
 
         path = Path(request.checkpoint)
         dtype = DTYPES[request.dtype]
@@ -70,9 +69,10 @@ class ComfyEngine(Engine):
             if offloaded
             else (request.weights,)
         )
-        identity = (path, dtype, vae_files, placement)
+        identity = (path, dtype, vae_files, placement, request.fp8_matmul)
         current = self.model
         if current is not None and current.extras.get("identity") == identity:
+            set_compiled(current, request.compile)
             return {"reused": True, "backend": BACKEND_COMFY, **residency(current.patcher).to_reply()}
         self.unload()
         if job.device.type == "cuda":
@@ -83,7 +83,7 @@ class ComfyEngine(Engine):
             # workflow that only samples does not pay for it.
             model = ComfyModel.load(
                 path, job.device, dtype, with_vae=False, vae_files=vae_files,
-                resident_bytes=resident_bytes(request, job.device),
+                resident_bytes=resident_bytes(request, job.device), fp8_matmul=request.fp8_matmul,
             )  # fmt: skip
             if request.weights == WEIGHTS_SHARDED:
                 check_shardable(model.patcher)
@@ -91,6 +91,7 @@ class ComfyEngine(Engine):
         except (ValueError, RuntimeError) as exc:
             raise InputRejected(f"ComfyUI could not load {path}: {exc}") from exc
         model.extras.update(exchange=job.head_exchange(), placement=placement, identity=identity)
+        set_compiled(model, request.compile)
         self.model = model
         job.progress(1, 1)
         return {
@@ -98,6 +99,7 @@ class ComfyEngine(Engine):
             "backend": BACKEND_COMFY,
             "num_layers": len(model.diffusion_model.transformer_blocks),
             "attention": attention_name(),  # the rank's default (ComfyUI's own flag, launcher.ATTENTION_ENV)
+            "fp8_matmul": request.fp8_matmul,
             **residency(model.patcher).to_reply(),
         }
 
@@ -107,6 +109,13 @@ class ComfyEngine(Engine):
         self.text_heads = None
         if dropped:
             release()
+
+    def set_compiled(self, job: Job, compile: bool) -> dict:
+        from .compiled_blocks import is_compiled, set_compiled
+
+        model = self.loaded()
+        set_compiled(model, compile)
+        return {"compiled": is_compiled(model)}
 
     # ----- the commands -----
     def sample(self, job: Job, request) -> dict:

@@ -13,6 +13,9 @@ from typing import Any
 
 import torch
 
+# The weight dtype of fp8_matmul: UNETLoader's fp8_e4m3fn_fast (ComfyUI 0.33 nodes.py).
+FP8_WEIGHT_DTYPE = torch.float8_e4m3fn
+
 
 @dataclass(frozen=True)
 class ComfyVaeFiles:
@@ -56,11 +59,15 @@ class ComfyModel:
         with_vae: bool = True,
         vae_files: ComfyVaeFiles | None = None,
         resident_bytes: int | None = None,
+        fp8_matmul: bool = False,
     ) -> ComfyModel:
         """Load `path` as ComfyUI would and put its weights on `device` (the rank's own): a file with
         a VAE as CheckpointLoaderSimple does, a diffusion model alone as UNETLoader does.
         `resident_bytes`: None keeps the whole model on `device` (weights replicated); a size keeps
-        at most that much there and casts the rest in per call (weights offloaded, weights.py)."""
+        at most that much there and casts the rest in per call (weights offloaded, weights.py).
+        `fp8_matmul`: the diffusion model alone, as UNETLoader loads it with weight_dtype fp8_e4m3fn_fast
+        (weights stored in fp8 e4m3; ComfyUI's fp8 ops multiply in fp8 where the device has it, else
+        cast up per layer); a checkpoint's VAE then loads on first use, as without with_vae."""
         import comfy.sd
 
         from .weights import make_resident, set_budget
@@ -69,7 +76,9 @@ class ComfyModel:
         model_options: dict[str, Any] = {"load_device": device}
         if dtype is not None:
             model_options["dtype"] = dtype
-        if not _has_keys(path, ("vae.", "audio_vae.")):
+        if fp8_matmul:  # nodes.py UNETLoader, weight_dtype "fp8_e4m3fn_fast"
+            model_options.update(dtype=FP8_WEIGHT_DTYPE, fp8_optimizations=True)
+        if fp8_matmul or not _has_keys(path, ("vae.", "audio_vae.")):
             # disable_dynamic here and below: a rank holds its whole model on its own GPU; ComfyUI's
             # dynamic VRAM (weights streamed on demand) would fight the all2all for memory and time.
             patcher = comfy.sd.load_diffusion_model(

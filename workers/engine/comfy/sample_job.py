@@ -16,6 +16,7 @@ from ...wire.requests import GUIDANCE_AUTO, Sample, TextConditioning
 from ..protocol import InputRejected, Job
 from . import sampling
 from .call_graphs import attach_call_graphs
+from .compiled_blocks import is_compiled
 from .guidance import build_guider, passes_per_step
 from .model import ComfyModel
 from .node_patches import PatchSets, live_patcher, make_live
@@ -106,6 +107,7 @@ def sample(model: ComfyModel, patch_sets: PatchSets, job: Job, request: Sample) 
         "padding_forwards": 0 if lockstep is None else lockstep.padded - padded_before,
         # NOTE [call graphs]: [replays, captures, keys left eager after a failed capture] (None: no graphs)
         "cuda_graphs": None if graphs is None else graphs.counts(),
+        "compiled": is_compiled(model),  # NOTE [compiled blocks]
         # Where the weights were at the end of the run: streamed_modules are the layers cast in per call
         # (offloaded, sharded; 0 replicated), block_bytes the blocks' share this rank holds.
         **residency(model.patcher).to_reply(),
