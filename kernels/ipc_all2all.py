@@ -251,6 +251,7 @@ class IpcHeadExchange:
         self._sync_each_call = os.environ.get(ENV_SYNC, "") == "1"
         self._id = ops.register(self)
         self._finalizer = weakref.finalize(self, _close_engine, engine)
+        self._generation = 0  # bumped by every grow: the buffers a captured CUDA graph points at
 
     # --- HeadExchange -------------------------------------------------------------------------------
     # Under torch.compile the calls go through the custom ops (ops.py), which Dynamo traces with their
@@ -366,6 +367,13 @@ class IpcHeadExchange:
             raise self._failure
         self._engine = engine
         self._finalizer = weakref.finalize(self, _close_engine, engine)
+        self._generation += 1
+
+    def capture_key(self) -> tuple[int, int]:
+        """What a CUDA graph that captured this exchange's kernels depends on: the buffers it points at
+        (their generation: a grow frees them). The kernel itself replays correctly (NOTE [epoch] in
+        csrc/exchange.h: the op counter lives on the device). Local, no collective."""
+        return (self._id, self._generation)
 
     def close(self, collective: bool = True) -> None:
         """Free the buffers. Collective by default (waits for every rank first). Idempotent."""

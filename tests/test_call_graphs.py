@@ -106,6 +106,36 @@ def test_a_model_with_another_nodes_block_patches_keeps_them_and_runs_eagerly():
     assert patches["transformer_options"]["patches_replace"]["dit"] == {("double_block", 3): theirs}
 
 
+def test_several_ranks_get_graphs_only_over_the_ipc_kernel_and_wrap_sps_block_patches():
+    """NOTE [call graphs] on several ranks: the torch.distributed fallback (no capture_key) runs eagerly;
+    our block patch calls the patch it wraps (SP's) with the block's own extra, and the exchange's
+    buffers' generation is part of the key (a grow moves them)."""
+    from types import SimpleNamespace
+
+    from ltx2_mgpu.workers.engine.comfy.call_graphs import BlockGraphs, attach_call_graphs
+
+    patcher = SimpleNamespace(load_device=torch.device("cuda", 0), model=SimpleNamespace(), model_options={})
+    fallback = SimpleNamespace(world_size=2, name="torch.distributed")
+    assert attach_call_graphs(patcher, fallback, enabled=True) is None
+    calls = []
+
+    def sp_patch(args, extra):
+        calls.append((args["img"], extra["original_block"]))
+        return {"img": args["img"] + 1}
+
+    generation = [0]
+    graphs = BlockGraphs(torch.nn.Linear(2, 2), last=1, exchange_key=lambda: ("ipc", generation[0]))
+    patch = graphs.block_patch(0, sp_patch)
+    original = object()
+    out = patch({"img": torch.zeros(2)}, {"original_block": original})  # the first forward runs eagerly
+    assert torch.equal(out["img"], torch.ones(2)) and calls[0][1] is original
+    first = next(iter(graphs.seen))
+    graphs.block_patch(1, sp_patch)({"img": out["img"]}, {"original_block": original})
+    generation[0] += 1  # the IPC exchange grew: its buffers moved
+    graphs.block_patch(0, sp_patch)({"img": torch.zeros(2)}, {"original_block": original})
+    assert len(graphs.seen) == 2 and next(reversed(graphs.seen)) != first and first[-1] == ("ipc", 0)
+
+
 def test_a_moved_weight_changes_the_key_and_a_weight_patched_in_place_does_not():
     layer = torch.nn.Linear(4, 4)
     before = weight_addresses(layer)

@@ -80,6 +80,43 @@ def test_comfy_kitchen_int8_attention_on_the_group_model(comfy, tiny):  # noqa: 
     assert all(0 < rel <= 0.1 for _, rel in error), error
 
 
+def _two_ranks_on_one_gpu(tiny, **env) -> tuple[list, dict]:
+    """The SP Sampler's loop (tests/test_guidance_gpu.py sample: float32, CFG 3 / 7, euler, 3 steps) on
+    two ranks sharing cuda:0 through the IPC kernel, with the workers' environment `env`."""
+    from test_guidance_gpu import sample
+
+    root = check_comfyui_root(comfyui_root())
+    model = MGPUModel.create(
+        tiny.checkpoint, devices="cuda:0,cuda:0", dtype="float32", backend="comfy",
+        comfyui_root=root.path, comfyui_version=root.version, guidance_groups=1,
+    )  # fmt: skip
+    manager = get_manager()
+    manager.env.update(LTX2_MGPU_ALL2ALL="kernel", **env)
+    try:
+        return sample(model, 1)
+    finally:
+        manager.unload()
+        for key in ("LTX2_MGPU_ALL2ALL", *env):
+            manager.env.pop(key, None)
+
+
+def test_cuda_graphs_on_two_ranks_replay_the_exchange_bit_for_bit(tiny, monkeypatch):
+    """NOTE [call graphs] on a group of several ranks: the blocks with sequence parallelism and the IPC
+    kernel's exchanges inside, captured on each rank and replayed, give the eager steps' bits."""
+    import torch
+
+    monkeypatch.setenv("LTX2_MGPU_ALL2ALL", "kernel")
+    graphed, reply = _two_ranks_on_one_gpu(tiny, LTX2_MGPU_CUDA_GRAPHS="1")
+    eager, eager_reply = _two_ranks_on_one_gpu(tiny, LTX2_MGPU_CUDA_GRAPHS="0")
+    assert_no_leaks()
+    print(f"\n[call graphs, 2 ranks on one GPU] replays/captures/eager keys {reply['cuda_graphs']}")
+    assert reply["exchange"] == "ipc-kernel" and eager_reply["cuda_graphs"] is None
+    assert reply["cuda_graphs"][0] >= 1 and reply["cuda_graphs"][1] >= 1, reply["cuda_graphs"]
+    assert reply["split_forwards"] == eager_reply["split_forwards"] > 0  # replayed forwards count too
+    for a, b in zip(graphed, eager):
+        assert torch.equal(a, b), float((a - b).abs().max())
+
+
 def test_compiled_blocks_on_two_ranks_through_the_kernel(tiny, monkeypatch):
     """compile_blocks on ComfyUI's engine on a GPU: the exchange traced as our custom ops (kernels/ops.py)
     inside the compiled blocks; the result is the eager one to float rounding (inductor's fusions)."""

@@ -21,9 +21,19 @@ What makes a replay safe:
   states the previous block returned. A block that reads a device value on the host (`.item()`)
   cannot be captured: the forward then reruns eagerly and the key stays eager.
 - The first forward with a key runs eagerly, so whatever the model caches on first use is made
-  outside the graph's memory.
-- Only on a single-rank group with replicated weights: the SP exchange and FSDP2's gathers count
-  calls on the host, and offloaded weights are copied from host memory per call.
+  outside the graph's memory (and the IPC exchange grows its buffers to the forward's size).
+- Replicated weights only: FSDP2's gathers count calls on the host, and offloaded weights are copied
+  from host memory per call.
+- On a group of several ranks the graph holds sequence parallelism too: our block patches call SP's
+  (which cut the tokens at block 0 and gather them at the last), and the head exchanges inside the
+  attention are the IPC kernel's, which a graph can hold: its buffers are fixed (cudaMalloc'd once,
+  peers' addresses mapped once), its output tensors come from the graph's pool, and the op counter
+  that picks the slot and the arrival word to wait for lives on the device and is bumped by the kernel
+  itself (NOTE [epoch] in kernels/csrc/exchange.h), so a replay runs op e+1 where an eager call would.
+  Every rank replays the same ops in the same order, so ranks whose capture failed and reran eagerly
+  stay in step with ranks that replay. Growing the exchange's buffers (a larger forward) moves them:
+  the buffers' generation is part of the key. The torch.distributed fallback counts and stages on the
+  host, so a group without the kernel runs eagerly, as do guidance groups.
 Each graph keeps its own memory pool (about one forward's activations); the two most recent keys are
 kept (a template's stage 1 and stage 2). On by default; LTX2_MGPU_CUDA_GRAPHS=0 turns it off.
 """
@@ -57,10 +67,12 @@ def graphs_enabled() -> bool:
 
 def attach_call_graphs(patcher: Any, exchange: Any, enabled: bool | None = None) -> BlockGraphs | None:
     """Capture the transformer blocks of `patcher`'s forwards (the SP Sampler's steps and the loader
-    MODEL's calls alike) when they can be: a CUDA device, one rank, replicated weights. Installs a
-    block replace patch on every block (ComfyUI's "dit" double_block patches, as SP does on several
-    ranks) and a DIFFUSION_MODEL wrapper that reruns a forward whose capture failed. `exchange`: the SP
-    head exchange of the model's group (one rank here). Returns the BlockGraphs (its counters), else None. `enabled`: None reads LTX2_MGPU_CUDA_GRAPHS (benchmarks pass it)."""
+    MODEL's calls alike) when they can be: a CUDA device, replicated weights, one rank or a group whose
+    sequence parallelism (`patcher` patched by SequenceParallel over `exchange`) runs on the IPC kernel.
+    Installs a block replace patch on every block (ComfyUI's "dit" double_block patches; on several
+    ranks ours call SP's) and a DIFFUSION_MODEL wrapper that reruns a forward whose capture failed.
+    Returns the BlockGraphs (its counters), else None. `enabled`: None reads LTX2_MGPU_CUDA_GRAPHS
+    (benchmarks pass it)."""
     from .weights import SHARDED_ATTR, budget_of
 
     device = patcher.load_device
@@ -68,16 +80,31 @@ def attach_call_graphs(patcher: Any, exchange: Any, enabled: bool | None = None)
         return None
     if not isinstance(device, torch.device) or device.type != "cuda":
         return None
-    if exchange.world_size != 1 or budget_of(patcher) is not None or getattr(patcher.model, SHARDED_ATTR, 0):
+    if budget_of(patcher) is not None or getattr(patcher.model, SHARDED_ATTR, 0):
         return None
-    if _block_patches(patcher):  # another node's block replace patches: ours would take their place
+    inner = _block_patches(patcher)
+    exchange_key, parallel = None, None
+    if exchange.world_size > 1:
+        exchange_key = getattr(exchange, "capture_key", None)
+        if exchange_key is None:  # the torch.distributed fallback stages and counts on the host
+            return None
+        parallel = _sequence_parallel_over(patcher, exchange)
+        if parallel is None:  # guidance groups, another node's block patches
+            return None
+    elif inner:  # another node's block replace patches: ours would take their place
         return None
     import comfy.patcher_extension
 
     blocks = patcher.model.diffusion_model.transformer_blocks
-    graphs = BlockGraphs(patcher.model.diffusion_model, len(blocks) - 1)
+    graphs = BlockGraphs(
+        patcher.model.diffusion_model,
+        len(blocks) - 1,
+        exchange_key=exchange_key,
+        on_replay=None if parallel is None else parallel.count_replayed_forward,
+    )
     for index in range(len(blocks)):
-        patcher.set_model_patch_replace(graphs.block_patch(index), "dit", "double_block", index)
+        patch = graphs.block_patch(index, inner.get(("double_block", index)))
+        patcher.set_model_patch_replace(patch, "dit", "double_block", index)
     patcher.add_wrapper_with_key(
         comfy.patcher_extension.WrappersMP.DIFFUSION_MODEL, WRAPPER_KEY, graphs.wrapper
     )
@@ -86,7 +113,17 @@ def attach_call_graphs(patcher: Any, exchange: Any, enabled: bool | None = None)
 
 def _block_patches(patcher: Any) -> dict:
     options = patcher.model_options.get("transformer_options", {})
-    return options.get("patches_replace", {}).get("dit", {})
+    return dict(options.get("patches_replace", {}).get("dit", {}))
+
+
+def _sequence_parallel_over(patcher: Any, exchange: Any) -> Any:
+    """The SequenceParallel whose block patches `patcher` carries on every block, over `exchange`; else None."""
+    from .sequence_parallel import SP_KEY
+
+    parallel = patcher.model_options.get("transformer_options", {}).get(SP_KEY)
+    blocks = len(patcher.model.diffusion_model.transformer_blocks)
+    patched = {key for key in _block_patches(patcher) if key[0] == "double_block"}
+    return parallel if getattr(parallel, "exchange", None) is exchange and len(patched) == blocks else None
 
 
 class CaptureAborted(Exception):
@@ -116,10 +153,19 @@ class BlockGraphs:
     states each block returns, so block 0's tensors become the graph's inputs and the later blocks'
     arguments are mapped onto them while capturing."""
 
-    def __init__(self, weights: torch.nn.Module, last: int, keep: int = KEEP) -> None:
+    def __init__(
+        self,
+        weights: torch.nn.Module,
+        last: int,
+        keep: int = KEEP,
+        exchange_key: Callable[[], Any] | None = None,
+        on_replay: Callable[[], None] | None = None,
+    ) -> None:
         self.weights = weights
         self.last = last
         self.keep = keep
+        self.exchange_key = exchange_key  # the IPC exchange's buffers' identity (several ranks), else None
+        self.on_replay = on_replay  # counts a replayed forward where the wrapped patches would have (SP)
         self.graphs: OrderedDict[tuple, _Graph] = OrderedDict()
         self.seen: OrderedDict[tuple, None] = OrderedDict()
         self.failed: set[tuple] = set()
@@ -131,9 +177,14 @@ class BlockGraphs:
         """[replays, captures, keys that could not be captured and run eagerly] (for the replies)."""
         return [self.replays, self.captures, len(self.failed)]
 
-    def block_patch(self, index: int) -> Callable[[dict, dict], dict]:
+    def block_patch(
+        self, index: int, inner: Callable[[dict, dict], dict] | None = None
+    ) -> Callable[[dict, dict], dict]:
+        """The block replace patch of block `index`; `inner`: the patch it wraps (SP's), else the block."""
+
         def run(args: dict, extra: dict) -> dict:
-            return self._block(index, args, extra["original_block"])
+            block = extra["original_block"] if inner is None else lambda local: inner(local, extra)
+            return self._block(index, args, block)
 
         return run
 
@@ -193,7 +244,8 @@ class BlockGraphs:
             first.setdefault(id(t), i) for i, t in enumerate(leaves)
         )  # which arguments are one tensor
         leaves = [t for i, t in enumerate(leaves) if aliases[i] == i]
-        key = (signature, aliases, weight_addresses(self.weights))
+        exchange = None if self.exchange_key is None else self.exchange_key()
+        key = (signature, aliases, weight_addresses(self.weights), exchange)
         if key in self.failed:
             return _Forward("eager")
         entry = self.graphs.get(key)
@@ -203,6 +255,8 @@ class BlockGraphs:
                 buffer.copy_(value)
             entry.graph.replay()
             self.replays += 1
+            if self.on_replay is not None:
+                self.on_replay()
             return _Forward("replay", key, outputs=tuple(entry.outputs))
         if key not in self.seen:
             self.seen[key] = None

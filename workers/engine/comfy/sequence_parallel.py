@@ -181,6 +181,11 @@ class SequenceParallel:
         self.state.split = SequenceSplit(even_split(vx.shape[1], self.exchange.world_size))
         self.split_forwards += 1
 
+    def count_replayed_forward(self) -> None:
+        """A forward replayed from a CUDA graph (NOTE [call graphs]) ran split without this object's Python:
+        counted as it would have been."""
+        self.split_forwards += 1
+
     def attention(self, func: Callable[..., torch.Tensor], q, k, v, heads, *args, **kwargs) -> torch.Tensor:
         """ComfyUI's optimized_attention_override: the exchange around `func` where a call is tagged."""
         options = kwargs.get("transformer_options") or {}
