@@ -27,7 +27,7 @@ TEXT_TOKENS = 1024  # the connectors pad the text to 1024 tokens with learned re
 CFG_BATCH = 2  # cond + uncond
 LATENT_CHANNELS = 128  # video latent channels and audio (8 channels x 16 bins) per token
 # Dense tensor-core peaks of one H200 SXM (NVIDIA's datasheet, without sparsity), FLOP/s.
-H200_PEAK_FLOPS = {"bf16": 989e12, "fp8": 1979e12, "int8": 1979e12}
+H200_PEAK_FLOPS = {"bf16": 989e12, "fp8": 1979e12, "fp8_fast": 1979e12, "int8": 1979e12}
 
 
 def av_step_flops(

@@ -2,7 +2,7 @@
 
   (a) comfy backend, worker path: ComfyUI's LTXAVModel and sampler in a worker process, the model
       call patched for sequence parallelism (on one rank: ComfyUI's forward unchanged);
-  (b) ltx-core backend, worker path: today's engine (bench_forward of workers/rank/ops_bench.py);
+  (b) ltx-core backend, worker path: today's engine (bench_forward of workers/engine/ltxcore/bench.py);
       LTX-2 in bf16 only (ltx-core 1.0.0 cannot build LTX-2.3 / 2.5, and its fp8 is another code path);
   (c) native ComfyUI in this process: the same ComfyUI model classes, weights and sampler, no workers.
 
@@ -52,7 +52,7 @@ from pathlib import Path
 import torch
 from av_flops import H200_PEAK_FLOPS, av_step_flops, mfu
 from bench_report import finish
-from bench_step import AUDIO_FRAMES, SHAPES, TINY, TINY_SHAPES, median
+from bench_step import AUDIO_FRAMES, SHAPES, TINY, TINY_SHAPES, matmul_tflops, median
 
 from ltx2_mgpu.workers.group.client import WorkerGroup
 from ltx2_mgpu.workers.group.launcher import Placement
@@ -163,11 +163,14 @@ def worker_paths(
     cfg: float = 4.0,
     cuda_graphs: bool = False,
     attention: str = "",
+    compile_blocks: bool = False,
 ) -> dict:
-    """(a), and (b) when `with_ltxcore`, on one group of `devices`: {tokens: {"comfy_worker_ms", ...}};
-    with `cuda_graphs` (a) also with the blocks replayed from CUDA graphs ("comfy_worker_graphs_ms");
+    """(a), and (b) when `with_ltxcore`, on groups of `devices` (one per engine): {tokens: {"comfy_worker_ms",
+    ...}}; with `cuda_graphs` (a) also with the blocks replayed from CUDA graphs ("comfy_worker_graphs_ms");
     with `attention` (a) also with that attention function, as a ModelAttentionBackend MODEL's calls
-    name it ("comfy_worker_attention_ms", graphs as `cuda_graphs` says)."""
+    name it ("comfy_worker_attention_ms", graphs as `cuda_graphs` says); with `compile_blocks` (a) also
+    with the blocks torch.compile'd ("comfy_worker_compiled_ms", and with graphs too
+    "comfy_worker_compiled_graphs_ms"; the warm-up step compiles)."""
     group = WorkerGroup(Placement(tuple(devices.split(",")))).start()
     out: dict[int, dict] = {tokens: {} for tokens in shapes}
     try:
@@ -182,6 +185,15 @@ def worker_paths(
                 out[tokens].update(
                     comfy_worker_graphs_ms=graphed[0]["times_ms"], comfy_cuda_graphs=graphed[0]["cuda_graphs"]
                 )
+            if compile_blocks:  # NOTE [compiled blocks]; the compiled steps first, eager ones after
+                compiled = group.run("comfy_bench_step", {**args, "compile": True})
+                out[tokens].update(comfy_worker_compiled_ms=compiled[0]["times_ms"])
+                if cuda_graphs:
+                    both = group.run("comfy_bench_step", {**args, "compile": True, "cuda_graphs": True})
+                    out[tokens].update(
+                        comfy_worker_compiled_graphs_ms=both[0]["times_ms"],
+                        comfy_compiled_cuda_graphs=both[0]["cuda_graphs"],
+                    )
             if attention:
                 chosen = group.run(
                     "comfy_bench_step", {**args, "cuda_graphs": cuda_graphs, "attention": attention}
@@ -253,6 +265,7 @@ def one_format(args, root, config: dict, shapes: dict, device, dtype, weights: s
         args.cfg,
         args.cuda_graphs,
         args.attention,
+        args.compile,
     )
     cases = []
     for tokens in shapes:
@@ -270,6 +283,16 @@ def one_format(args, root, config: dict, shapes: dict, device, dtype, weights: s
         row["comfy_worker_over_native"] = median(row["comfy_worker_ms"]) / base
         row["mfu_native"] = mfu(flops, base, weights)
         row["mfu_comfy_worker"] = mfu(flops, median(row["comfy_worker_ms"]), weights)
+        for key in ("comfy_worker_compiled_ms", "comfy_worker_compiled_graphs_ms"):
+            if key in row:
+                name = key.removeprefix("comfy_worker_").removesuffix("_ms")
+                row[f"comfy_worker_{name}_over_native"] = median(row[key]) / base
+                row[f"native_over_comfy_worker_{name}"] = base / median(row[key])  # the speed-up
+                row[f"mfu_comfy_worker_{name}"] = mfu(flops, median(row[key]), weights)
+                if args.measured_tflops:
+                    row[f"of_measured_matrix_rate_{name}"] = (
+                        flops / (median(row[key]) / 1e3) / (args.measured_tflops * 1e12)
+                    )
         if "comfy_worker_graphs_ms" in row:
             row["comfy_worker_graphs_over_eager"] = median(row["comfy_worker_graphs_ms"]) / median(
                 row["comfy_worker_ms"]
@@ -351,6 +374,11 @@ def main(argv: list[str] | None = None) -> dict:
         help="also time (a) and (c) with this ComfyUI attention function (e.g. comfy_kitchen_int8, as "
         "ModelAttentionBackend sets it) and measure its error against the default",
     )
+    parser.add_argument(
+        "--compile",
+        action="store_true",
+        help="also time (a) with compile_blocks (NOTE [compiled blocks]; with --cuda-graphs, both together)",
+    )
     parser.add_argument("--repeats", type=int, default=3, help="timed steps per path and size")
     parser.add_argument(
         "--cfg",
@@ -394,6 +422,9 @@ def main(argv: list[str] | None = None) -> dict:
     if device.type == "cuda":
         report["gpu"] = torch.cuda.get_device_name(device)
     report["cfg"] = args.cfg
+    # The bf16 matrix rate this GPU reaches (8192^3 products): the ceiling the steps are held against.
+    args.measured_tflops = matmul_tflops(device) if device.type == "cuda" else 0.0
+    report["measured_bf16_tflops"] = args.measured_tflops
     report["attention"] = args.attention or "default"
     report["formats"] = [one_format(args, root, config, shapes, device, dtype, w) for w in args.weights]
     return finish(report, args.out, argv)

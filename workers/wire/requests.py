@@ -650,15 +650,15 @@ class BenchForward(Request):
 
 # The weight formats comfy_load_random_model builds (engine/comfy/random_model.WEIGHT_FORMATS, which the
 # UI side does not import).
-BENCH_WEIGHT_FORMATS = ("bf16", "fp8", "int8")
+BENCH_WEIGHT_FORMATS = ("bf16", "fp8", "fp8_fast", "int8")
 
 
 @dataclass(frozen=True)
 class ComfyLoadRandomModel(Request):
     """Replace the loaded model by ComfyUI's LTXAVModel of `config` (None: the 19B shape) with random
     weights, ComfyUI imported from `comfyui_root` (bench/bench_comfy_step.py). `weights`: "bf16" (all in
-    `dtype`), "fp8" (fp8 scaled) or "int8" (int8 convrot), held as ComfyUI holds a released file in
-    that format (engine/comfy/random_model.py)."""
+    `dtype`), "fp8" (fp8 scaled), "fp8_fast" (a bf16 file with fp8_matmul) or "int8" (int8 convrot), held
+    as ComfyUI holds a released file in that format (engine/comfy/random_model.py)."""
 
     OP: ClassVar[str] = "comfy_load_random_model"
     comfyui_root: str

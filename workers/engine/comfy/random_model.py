@@ -14,6 +14,8 @@ Weight formats (WEIGHT_FORMATS):
   with a float32 per-tensor `weight_scale` (amax / 448) and an `input_scale` of 1.0 on the transformer
   blocks' attention q/k/v/out and feed-forward Linears, audio included; block 0 and the last five stay in
   the compute dtype (ltx-core's fp8 cast; the tiny models, with fewer than 7 blocks, keep block 0 only).
+- "fp8_fast": a bf16 file loaded with fp8_matmul (UNETLoader's weight_dtype fp8_e4m3fn_fast): every weight
+  stored in float8_e4m3fn without scales, ComfyUI's fp8_ops multiplying in fp8 where the GPU has it.
 - "int8": "int8 convrot", as the LTX-2.5 comfy-int8-convrot file: every 2-D Linear weight of the
   transformer blocks in ComfyUI's TensorWiseINT8Layout, per output channel `weight_scale`, Hadamard
   rotation in groups of 256 input features (the largest power of 4 up to 256 that divides every such
@@ -28,9 +30,11 @@ from typing import Any
 
 import torch
 
-WEIGHT_FORMATS = ("bf16", "fp8", "int8")
-# ltx-core's own init scale (ops_bench.INIT_STD); step time does not depend on the values.
+WEIGHT_FORMATS = ("bf16", "fp8", "fp8_fast", "int8")
+# ltx-core's own init scale (engine/ltxcore/bench.py INIT_STD); step time does not depend on the values.
 INIT_STD = 0.02
+# fp8_matmul's weight dtype on ComfyUI's engine (engine/comfy/model.py FP8_WEIGHT_DTYPE).
+FP8_FAST_DTYPE = torch.float8_e4m3fn
 BLOCK_PREFIX = "transformer_blocks."
 # Which Linears the released fp8 files quantize (ltx-core's fp8 cast; engine/ltxcore/fp8.py holds the same
 # list for the ltx-core backend, which this room does not import).
@@ -174,22 +178,35 @@ def random_base_model(
         raise ValueError(f"weights {weights!r} is not one of {', '.join(WEIGHT_FORMATS)}")
     if weights == "bf16":
         model = _random_bf16(config, device, dtype, seed)
+    elif weights == "fp8_fast":
+        model = _random_bf16(config, device, dtype, seed, weight_dtype=FP8_FAST_DTYPE)
     else:
         model = _random_quantized(config, device, dtype, seed, weights)
     model.eval()
     return model
 
 
-def _random_bf16(config: dict, device: torch.device, dtype: torch.dtype, seed: int) -> Any:
+def _random_bf16(
+    config: dict, device: torch.device, dtype: torch.dtype, seed: int, weight_dtype: torch.dtype | None = None
+) -> Any:
+    """Every weight in `dtype`; or stored in `weight_dtype` and computed in `dtype` with ComfyUI's fp8 ops
+    (fp8_e4m3fn_fast: load_diffusion_model_state_dict's dtype and fp8_optimizations, as UNETLoader sets)."""
     import comfy.supported_models
 
     model_config = comfy.supported_models.LTXAV(unet_config(config))
-    model_config.set_inference_dtype(dtype, None)
+    if weight_dtype is None:
+        model_config.set_inference_dtype(dtype, None)
+    else:
+        model_config.set_inference_dtype(weight_dtype, dtype)
+        model_config.optimizations["fp8"] = True
     model = model_config.get_model({}, device=device)
     generator = torch.Generator(device=device).manual_seed(seed)
     with torch.no_grad():
         for p in model.diffusion_model.parameters():
-            p.normal_(0.0, INIT_STD, generator=generator)
+            if p.is_floating_point() and p.element_size() == 1:  # fp8: drawn wider, then stored
+                p.copy_(torch.empty(p.shape, device=device).normal_(0.0, INIT_STD, generator=generator))
+            else:
+                p.normal_(0.0, INIT_STD, generator=generator)
     return model
 
 
