@@ -38,7 +38,10 @@ def set_compiled(model: ComfyModel, enabled: bool) -> None:
         _raise_recompile_limit()
     for block in model.diffusion_model.transformer_blocks:
         if enabled:
-            block.compile(backend="inductor")
+            # Static shapes: each new shape compiles its own graph. Dynamo's automatic dynamic shapes
+            # (on the second shape) failed inside inductor for fp8 scaled layers on an H200
+            # ("vr must not be None for symbol"), and a job has only a few shapes.
+            block.compile(backend="inductor", dynamic=False)
         else:
             # nn.Module.compile keeps the compiled call here; without it the module runs eagerly.
             block._compiled_call_impl = None
