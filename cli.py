@@ -7,6 +7,12 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from .workers.wire.pack_folder import keep_pack_folder_off_sys_path
+
+# Before any subcommand imports transformers, ComfyUI or ltx-core: NOTE [pack folder]
+# (`python -m ltx2_mgpu.cli` from the checkout root puts the checkout on sys.path).
+keep_pack_folder_off_sys_path()
+
 
 def _make_tiny(args: argparse.Namespace) -> int:
     make = _TINY_FAMILIES.get(args.family)

@@ -18,6 +18,7 @@ from ltx2_mgpu.workers.group.client import WorkerGroup
 from ltx2_mgpu.workers.group.launcher import parse_devices
 from ltx2_mgpu.workers.group.manager import get_manager
 from ltx2_mgpu.workers.wire import shm
+from ltx2_mgpu.workers.wire.pack_folder import keep_pack_folder_off_sys_path
 
 # The ComfyUI the comfyui-marked tests run against: COMFYUI_PATH, else a checkout beside this one
 # (where CI lays the pinned ComfyUI 0.33). Set before collection so every test sees the same root.
@@ -26,18 +27,14 @@ if not os.environ.get("COMFYUI_PATH") and (SIBLING_COMFYUI / "main.py").is_file(
     os.environ["COMFYUI_PATH"] = str(SIBLING_COMFYUI)
 
 
-PACK_ROOT = Path(__file__).resolve().parents[1]
-
-
 @pytest.fixture(autouse=True, scope="session")
 def _checkout_folder_off_sys_path() -> None:
     """The checkout is a package (ComfyUI loads its __init__.py), so pytest sets it up as one before the
     first test's fixtures; for a folder whose name is no Python identifier it imports that __init__.py
-    as a top-level module and leaves the folder on sys.path. Our subpackages (kernels, nodes, workers...)
-    would then shadow installed packages of those names: transformers >= 5.25 imports Hugging Face's
-    `kernels`. Our code is imported as ltx2_mgpu only, so the folder never needs to be there. (Autouse
-    and session-wide: set up before any other fixture, after the package.)"""
-    sys.path[:] = [p for p in sys.path if not _is_dir_of(p, PACK_ROOT)]
+    as a top-level module and leaves the folder on sys.path, where our subpackages would shadow
+    installed ones (NOTE [pack folder] in workers/wire/pack_folder.py). (Autouse and session-wide: set
+    up before any other fixture, after the package.)"""
+    keep_pack_folder_off_sys_path()
 
 
 def pytest_collection_modifyitems(config, items):

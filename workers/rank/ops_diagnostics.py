@@ -20,9 +20,13 @@ def ping(job, args: dict) -> dict:
     # A group on ComfyUI's engine never imports ltx-core (NOTE [engine seam]; tests/test_engine_seam.py).
     ltx_core = sorted(m for m in sys.modules if m.split(".")[0] == "ltx_core")
     return {
-        "rank": job.rank, "pid": os.getpid(), "echo": args.get("echo"), "comfyui_modules": foreign,
+        "rank": job.rank,
+        "pid": os.getpid(),
+        "echo": args.get("echo"),
+        "comfyui_modules": foreign,
         "ltx_core_modules": ltx_core,
-    }  # fmt: skip
+        "sys_path": [os.path.abspath(entry) for entry in sys.path],  # "" is the worker's cwd, its workdir
+    }
 
 
 def pattern(start: int, count: int, seed: int) -> torch.Tensor:
