@@ -9,7 +9,8 @@ Two ways in:
   directory (`--base-directory`, `--database-url`), so the checkout itself stays untouched.
   Our pack is symlinked into that base's custom_nodes, as a user would install it.
 
-Only the standard library and psutil here: the tests run in ComfyUI's own virtual environment.
+Only the standard library, psutil and our own package here: the tests run in ComfyUI's own virtual
+environment.
 """
 
 from __future__ import annotations
@@ -166,12 +167,23 @@ def make_layout(
         pack = layout.custom_nodes / name
         pack.mkdir()
         (pack / "__init__.py").write_text(source)
+    link_models(layout, models)
+    return layout
+
+
+def link_models(layout: ServerLayout, models: Mapping[str, Sequence[Path]]) -> None:
+    """Symlink model files into models/<folder>/ under their own names; also into a running server
+    (ComfyUI lists a folder again when it changes). A name already there must be the same bytes."""
     for folder, files in models.items():
-        target = base / "models" / folder
+        target = layout.base / "models" / folder
         target.mkdir(parents=True, exist_ok=True)
         for file in files:
-            (target / file.name).symlink_to(Path(file).resolve())
-    return layout
+            link = target / file.name
+            if link.exists():
+                if link.read_bytes() != Path(file).read_bytes():
+                    raise ValueError(f"{link} is already there with other contents than {file}")
+                continue
+            link.symlink_to(Path(file).resolve())
 
 
 class ServerError(RuntimeError):
@@ -317,6 +329,18 @@ class ComfyUIServer:
 
     def run_prompt(self, prompt: Mapping[str, Any], timeout_s: float) -> dict:
         return self.wait_history(self.queue_prompt(prompt), timeout_s)
+
+    def unload_models(self, timeout_s: float = STOP_TIMEOUT_S) -> None:
+        """The UI's "Free model and node cache" (unload every model, forget cached node outputs): returns
+        once no worker of our pack runs under the server and none of its segments is left in /dev/shm.
+        Between two modules sharing a server: nothing of one is carried into the other."""
+        self.post("/free", {"unload_models": True, "free_memory": True})
+        if not wait_until(lambda: not worker_processes(self.pid), timeout_s):
+            raise ServerError(f"Unload Models left workers running\n{self.log_tail()}")
+        from ltx2_mgpu.workers.wire import shm
+
+        if not wait_until(lambda: not shm.list_segments(self.pid), timeout_s):
+            raise ServerError(f"Unload Models left {shm.list_segments(self.pid)} in /dev/shm")
 
 
 # ----- what a server leaves behind -----------------------------------------------------------

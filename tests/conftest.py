@@ -4,6 +4,7 @@ leak checks every group test ends with (nothing left in /dev/shm, no worker proc
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 import time
 import types
@@ -18,7 +19,7 @@ from ltx2_mgpu.workers.group.client import WorkerGroup
 from ltx2_mgpu.workers.group.launcher import parse_devices
 from ltx2_mgpu.workers.group.manager import get_manager
 from ltx2_mgpu.workers.wire import shm
-from ltx2_mgpu.workers.wire.pack_folder import keep_pack_folder_off_sys_path
+from ltx2_mgpu.workers.wire.pack_folder import PACK_ROOT, keep_pack_folder_off_sys_path
 
 # The ComfyUI the comfyui-marked tests run against: COMFYUI_PATH, else a checkout beside this one
 # (where CI lays the pinned ComfyUI 0.33). Set before collection so every test sees the same root.
@@ -120,21 +121,75 @@ def tiny(tmp_path_factory):
     return make_tiny(tmp_path_factory.mktemp("tiny"))
 
 
+def needs_comfyui(what: str) -> None:
+    """Skip, saying why, when no ComfyUI is set (a fresh clone: tests need it for `what`)."""
+    if not os.environ.get("COMFYUI_PATH"):
+        pytest.skip(f"set COMFYUI_PATH to a ComfyUI checkout to run: {what}")
+
+
+def make_tiny_cli(family: str, out: Path) -> None:
+    """`python -m ltx2_mgpu.cli make-tiny --family <family> <out>` run as the README says, from the
+    checkout's root (NOTE [pack folder]), in a subprocess: it imports ComfyUI's model code, which must
+    not stay in this process (our nodes look for ComfyUI in sys.modules)."""
+    cmd = [sys.executable, "-m", "ltx2_mgpu.cli", "make-tiny", "--family", family, str(out)]
+    done = subprocess.run(cmd, cwd=PACK_ROOT, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+
+
 @pytest.fixture(scope="session")
 def tiny25(tmp_path_factory):
-    """The tiny LTX-2.5 split files (ComfyUI's models/ layout), made once per session by
-    `ltx2-mgpu make-tiny --family 2.5` in a subprocess: it imports ComfyUI's model code, which must
-    not stay in this process (our nodes look for ComfyUI in sys.modules)."""
-    import subprocess
-    import sys
-
+    """The tiny LTX-2.5 split files (ComfyUI's models/ layout), made once per session by make-tiny.
+    Shared by every module: read them, never write beside them."""
     from ltx2_mgpu.workers.embedded.tiny_ltx25 import make_tiny_ltx25_paths
 
+    needs_comfyui("the tiny LTX-2.5 is built with ComfyUI's classes")
     out = tmp_path_factory.mktemp("tiny25")
-    cmd = [sys.executable, "-m", "ltx2_mgpu.cli", "make-tiny", "--family", "2.5", str(out)]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr
+    make_tiny_cli("2.5", out)
     return make_tiny_ltx25_paths(out, seed=0)
+
+
+@pytest.fixture(scope="session")
+def tiny23(tmp_path_factory) -> types.SimpleNamespace:
+    """The tiny LTX-2.3 made once per session by make-tiny: `files` (TinyLTX23Files: checkpoint, both
+    spatial upscalers), `checkpoint`, `gemma` (the tiny Gemma 3), `lora` and `text_lora`, all in one
+    folder. Shared by every module: read them, never write beside them (link them into a folder of
+    your own to add files or give them other names)."""
+    from ltx2_mgpu.workers.embedded import tiny_gemma, tiny_ltx23
+
+    needs_comfyui("the tiny LTX-2.3 is built with ComfyUI's classes")
+    out = tmp_path_factory.mktemp("tiny23")
+    make_tiny_cli("2.3", out)
+    files = tiny_ltx23.TinyLTX23Files(
+        out / tiny_ltx23.CHECKPOINT_FILE_NAME,
+        out / tiny_ltx23.UPSCALER_X2_FILE_NAME,
+        out / tiny_ltx23.UPSCALER_X15_FILE_NAME,
+        seed=0,
+    )
+    return types.SimpleNamespace(
+        files=files,
+        checkpoint=files.checkpoint,
+        gemma=out / tiny_gemma.COMFYUI_FILE_NAME,
+        lora=out / tiny_ltx23.LORA_FILE_NAME,
+        text_lora=out / tiny_ltx23.TEXT_LORA_FILE_NAME,
+    )
+
+
+@pytest.fixture(scope="session")
+def _workflow_server_for_the_session(tiny, tmp_path_factory) -> Iterator:
+    needs_comfyui("the example workflows run in a real ComfyUI")
+    from workflow_server import start_workflow_server
+
+    server = start_workflow_server(tmp_path_factory.mktemp("workflow-server"), tiny)
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def workflow_server(_workflow_server_for_the_session) -> Iterator:
+    """The ComfyUI server every module that runs example workflows shares (tests/workflow_server.py):
+    started once per session; at this module's end its groups are unloaded (no worker, no segment)."""
+    yield _workflow_server_for_the_session
+    _workflow_server_for_the_session.unload_models()
 
 
 def worker_children() -> list[psutil.Process]:

@@ -1,8 +1,8 @@
 """The tiny LTX-2.3 files and ComfyUI's own loaders on them, shared by the LTX-2.3 test modules.
 
-`comfy23` (module scope): ComfyUI imported in this process (tests/comfyui_harness.py), the tiny 2.3
-written by `make_tiny_ltx23` (it builds ComfyUI's classes, so it runs inside the import) and loaded as
-the official LTX-2.3 templates load the 22B files: CheckpointLoaderSimple, LTXVAudioVAELoader,
+`comfy23` (module scope): ComfyUI imported in this process (tests/comfyui_harness.py), the session's
+tiny 2.3 (conftest's `tiny23`, written by `make-tiny --family 2.3`) loaded as the official LTX-2.3
+templates load the 22B files: CheckpointLoaderSimple, LTXVAudioVAELoader,
 LTXAVTextEncoderLoader, LatentUpscaleModelLoader.
 
 ComfyUI's Gemma 3 config is sized for 12B (comfy/text_encoders/llama.py); the text encoder loader
@@ -19,8 +19,6 @@ import pytest
 import torch
 from comfyui_harness import comfyui_in_process, comfyui_root
 
-from ltx2_mgpu.workers.embedded.tiny_gemma import make_tiny_gemma
-from ltx2_mgpu.workers.embedded.tiny_ltx23 import make_tiny_ltx23, make_tiny_ltx23_loras
 from ltx2_mgpu.workers.text.text_encoder import open_gemma
 
 # A 17-frame 96x64 clip at 24 fps: video latent [1, 128, 3, 2, 3], audio latent [1, 8, 18, 16].
@@ -41,8 +39,7 @@ def tiny_gemma_sizes(gemma: Path) -> dict[str, int]:
 
 
 @pytest.fixture(scope="module")
-def comfy23(tmp_path_factory) -> Iterator[SimpleNamespace]:
-    folder = tmp_path_factory.mktemp("tiny23")
+def comfy23(tiny23) -> Iterator[SimpleNamespace]:
     with comfyui_in_process(comfyui_root()):
         import comfy.clip_model
         import comfy.nested_tensor
@@ -56,9 +53,7 @@ def comfy23(tmp_path_factory) -> Iterator[SimpleNamespace]:
 
         import nodes  # ComfyUI's nodes.py (its root is first on sys.path), not our nodes/ package
 
-        files = make_tiny_ltx23(folder)
-        gemma = make_tiny_gemma(folder)
-        lora, text_lora = make_tiny_ltx23_loras(files, gemma)
+        files, gemma, lora, text_lora = tiny23.files, tiny23.gemma, tiny23.lora, tiny23.text_lora
         for kind, path in (
             ("checkpoints", files.checkpoint),
             ("text_encoders", gemma),

@@ -12,83 +12,21 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import torch
-from comfyui_harness import PACK_ROOT, ComfyUIServer, comfyui_root, make_layout, saved_files
+from comfyui_harness import ComfyUIServer, saved_files
+from workflow_server import API, FRAMES, HEIGHT, RELEASED, WIDTH
 
 pytestmark = pytest.mark.comfyui
 
-API = PACK_ROOT / "example_workflows" / "api"
-RELEASED = {
-    "checkpoints": "ltx-2-19b-dev.safetensors",
-    "latent_upscale_models": "ltx-2-spatial-upscaler-x2-1.0.safetensors",
-    "text_encoders": "gemma_3_12B_it_fp4_mixed.safetensors",
-    "loras": "ltx-2-19b-distilled-lora-384.safetensors",
-}
-WIDTH, HEIGHT, FRAMES, FPS = 192, 128, 17, 24
 TIMEOUT_S = 900
 
 
 @pytest.fixture(scope="module")
-def server(tiny, tmp_path_factory) -> Iterator[ComfyUIServer]:
-    from ltx2_mgpu.workers.embedded.tiny_gemma import make_tiny_gemma
-    from ltx2_mgpu.workers.embedded.tiny_variants import make_tiny_lora
-
-    staging = tmp_path_factory.mktemp("released-names")
-    sources = {
-        "checkpoints": tiny.checkpoint,
-        "latent_upscale_models": tiny.spatial_upscaler,
-        "text_encoders": make_tiny_gemma(staging / "gemma"),
-        "loras": make_tiny_lora(staging / "lora.safetensors", tiny.checkpoint),
-    }
-    models = {}
-    for folder, source in sources.items():
-        named = staging / RELEASED[folder]
-        named.symlink_to(Path(source).resolve())
-        models[folder] = [named]
-    layout = make_layout(tmp_path_factory.mktemp("comfyui-base"), models=models)
-    _write_inputs(layout.base / "input")
-    with ComfyUIServer(comfyui_root(), layout) as running:
-        yield running
-
-
-def _write_inputs(folder: Path) -> None:
-    """example.png (i2v), input.mp4 with audio (video upscale), stage1.latent (latent upscale)."""
-    import av
-    import numpy as np
-    from PIL import Image
-    from safetensors.torch import save_file
-
-    folder.mkdir(parents=True, exist_ok=True)
-    gradient = np.linspace(0, 255, WIDTH * HEIGHT * 3).reshape(HEIGHT, WIDTH, 3).astype(np.uint8)
-    Image.fromarray(gradient).save(folder / "example.png")
-    with av.open(str(folder / "input.mp4"), "w") as container:
-        video = container.add_stream("libx264", rate=FPS)
-        video.width, video.height, video.pix_fmt = WIDTH, HEIGHT, "yuv420p"
-        audio = container.add_stream("aac", rate=16000)
-        audio.layout = "mono"
-        for i in range(FRAMES):
-            frame = np.roll(gradient, 4 * i, axis=1)
-            for packet in video.encode(av.VideoFrame.from_ndarray(frame, format="rgb24")):
-                container.mux(packet)
-        for packet in video.encode():
-            container.mux(packet)
-        tone = (0.2 * np.sin(np.arange(int(16000 * FRAMES / FPS)) * 0.05)).astype(np.float32)[None]
-        samples = av.AudioFrame.from_ndarray(tone, format="flt", layout="mono")
-        samples.sample_rate = 16000
-        for packet in audio.encode(samples):
-            container.mux(packet)
-        for packet in audio.encode():
-            container.mux(packet)
-    latent = torch.randn(
-        1, 128, (FRAMES - 1) // 8 + 1, HEIGHT // 32, WIDTH // 32, generator=torch.Generator().manual_seed(0)
-    )
-    save_file(
-        {"latent_tensor": latent, "latent_format_version_0": torch.tensor([])}, str(folder / "stage1.latent")
-    )
+def server(workflow_server) -> ComfyUIServer:
+    """The session's shared workflow server (conftest, tests/workflow_server.py)."""
+    return workflow_server
 
 
 def tiny_scale(workflow: dict) -> dict:

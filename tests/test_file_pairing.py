@@ -6,8 +6,6 @@ the file and its format) and what would fit; no worker process is started and no
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -21,16 +19,6 @@ from ltx2_mgpu.nodes.mgpu_lora import add_lora
 from ltx2_mgpu.nodes.text_encode import encode_prompt
 from ltx2_mgpu.workers.group.manager import MGPUModel
 from ltx2_mgpu.workers.wire.model_files import read_safetensors_header
-
-
-@pytest.fixture(scope="module")
-def tiny23(tmp_path_factory) -> Path:
-    """The tiny LTX-2.3 checkpoint (`make-tiny --family 2.3`, a subprocess: it imports ComfyUI)."""
-    out = tmp_path_factory.mktemp("tiny23")
-    cmd = [sys.executable, "-m", "ltx2_mgpu.cli", "make-tiny", "--family", "2.3", str(out)]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr
-    return out / "ltx23-tiny.safetensors"
 
 
 @pytest.fixture
@@ -59,7 +47,7 @@ def test_ltx2_lora_on_ltx23_model_is_refused_naming_both(tiny, tiny23, tmp_path,
     lora = ltx2_lora(tiny.checkpoint, tmp_path / "ltx2-style-lora.safetensors")
     add_lora(MGPUModel(checkpoint=str(tiny.checkpoint)), str(lora), 1.0)  # fits its own release
     with pytest.raises(ValueError) as refused:
-        add_lora(MGPUModel(checkpoint=str(tiny23)), str(lora), 1.0)
+        add_lora(MGPUModel(checkpoint=str(tiny23.checkpoint)), str(lora), 1.0)
     message = str(refused.value)
     assert (
         "LoRA ltx2-style-lora.safetensors is for LTX-2 but the model ltx23-tiny.safetensors is LTX-2.3"
@@ -73,7 +61,7 @@ def test_ltx25_lora_on_ltx23_model_is_refused_by_its_metadata(tiny25, tiny23, no
     with pytest.raises(
         ValueError, match=r"ltx-2\.5-tiny-lora\.safetensors is for LTX-2\.5 but the model ltx23-tiny"
     ):
-        add_lora(MGPUModel(checkpoint=str(tiny23)), str(tiny25.lora), 1.0)
+        add_lora(MGPUModel(checkpoint=str(tiny23.checkpoint)), str(tiny25.lora), 1.0)
     assert no_jobs == [] and worker_children() == []
 
 
@@ -100,7 +88,7 @@ def test_text_encoder_without_the_projection_ltx25_needs_is_refused(tiny, tiny25
 
 def test_gemma4_on_an_ltx23_model_is_refused(tiny25, tiny23, no_jobs):
     with pytest.raises(ValueError) as refused:
-        encode_prompt(MGPUModel(checkpoint=str(tiny23)), str(tiny25.text_encoder), "a cat")
+        encode_prompt(MGPUModel(checkpoint=str(tiny23.checkpoint)), str(tiny25.text_encoder), "a cat")
     message = str(refused.value)
     assert "gemma4-tiny-with-proj-ltx-2.5.safetensors is Gemma 4" in message
     assert "the model ltx23-tiny.safetensors is LTX-2.3; pick Gemma 3 12B" in message
@@ -136,7 +124,7 @@ def test_formats_comfyui_cannot_read_are_refused_by_the_loader(tmp_path, no_jobs
 
 def test_ltx23_checkpoint_as_the_vae_of_an_ltx25_transformer_is_refused(tiny25, tiny23, no_jobs):
     with pytest.raises(ValueError) as refused:
-        load_model(str(tiny25.transformer), "cpu", "bfloat16", video_vae_name=str(tiny23))
+        load_model(str(tiny25.transformer), "cpu", "bfloat16", video_vae_name=str(tiny23.checkpoint))
     message = str(refused.value)
     assert "ltx23-tiny.safetensors is an LTX-2.3 checkpoint, not a VAE file" in message
     assert "the LTX-2.5 model ltx-2.5-tiny-transformer-bf16.safetensors" in message

@@ -296,7 +296,7 @@ def test_sp_sampler_with_the_distilled_lora_matches_lora_loader(comfy23):  # noq
     assert relative(plain[0], native[0])[1] > 1e-3
 
 
-def test_tdp_upscaler_with_a_temporal_upscaler_matches_native_stage2(comfy23, group23):  # noqa: F811
+def test_tdp_upscaler_with_a_temporal_upscaler_matches_native_stage2(comfy23, group23, tmp_path):  # noqa: F811
     """A temporal x2 latent upscaler (ComfyUI's LatentUpsampler with temporal_upsample): the TDP stage
     doubles the frames (F latent frames -> 2F - 1) as LTXVLatentUpsampler does and samples them like the
     native stage 2; the audio passes through unchanged."""
@@ -306,7 +306,7 @@ def test_tdp_upscaler_with_a_temporal_upscaler_matches_native_stage2(comfy23, gr
     from ltx2_mgpu.workers.embedded.tiny_ltx23 import write_tiny_temporal_upsampler
 
     c = comfy23
-    path = write_tiny_temporal_upsampler(c.files.checkpoint.parent / "tiny-temporal-upscaler-x2.safetensors")
+    path = write_tiny_temporal_upsampler(tmp_path / "tiny-temporal-upscaler-x2.safetensors")
     folder_paths.add_model_folder_path("latent_upscale_models", str(path.parent))
     (upscaler,) = nodes_hunyuan.LatentUpscaleModelLoader.execute(path.name)
     shape = assert_tdp_one_tile_matches_native(c, group23, path, upscaler, "temporal x2", seed=6)

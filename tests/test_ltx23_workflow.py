@@ -9,12 +9,11 @@ counts shrink to CPU scale (tests/test_comfyui_workflows.py tiny_scale), the wor
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
-from comfyui_harness import ComfyUIServer, comfyui_in_process, comfyui_root, make_layout, saved_files
+from comfyui_harness import ComfyUIServer, link_models, saved_files
 from test_comfyui_workflows import API, FRAMES, HEIGHT, TIMEOUT_S, WIDTH, probe, tiny_scale
+from workflow_server import released_names
 
 pytestmark = pytest.mark.comfyui
 
@@ -27,29 +26,18 @@ RELEASED_23 = {
 
 
 @pytest.fixture(scope="module")
-def server23(tmp_path_factory) -> Iterator[ComfyUIServer]:
-    from ltx2_mgpu.workers.embedded.tiny_gemma import make_tiny_gemma
-    from ltx2_mgpu.workers.embedded.tiny_ltx23 import make_tiny_ltx23, make_tiny_ltx23_loras
-
+def server23(workflow_server, tiny23, tmp_path_factory) -> ComfyUIServer:
+    """The session's workflow server (conftest) with the tiny LTX-2.3 linked in under its released
+    names (its tiny Gemma is the LTX-2 workflows' file: the same bytes, the same name)."""
     staging = tmp_path_factory.mktemp("released-names-23")
-    with comfyui_in_process(comfyui_root()):  # make_tiny_ltx23 builds ComfyUI's classes
-        files = make_tiny_ltx23(staging / "tiny")
-    gemma = make_tiny_gemma(staging / "gemma")
-    lora, _text_lora = make_tiny_ltx23_loras(files, gemma)
     sources = {
-        "checkpoints": files.checkpoint,
-        "latent_upscale_models": files.spatial_upscaler_x2,
-        "text_encoders": gemma,
-        "loras": lora,
+        "checkpoints": tiny23.checkpoint,
+        "latent_upscale_models": tiny23.files.spatial_upscaler_x2,
+        "text_encoders": tiny23.gemma,
+        "loras": tiny23.lora,
     }
-    models = {}
-    for folder, source in sources.items():
-        named = staging / RELEASED_23[folder]
-        named.symlink_to(Path(source).resolve())
-        models[folder] = [named]
-    layout = make_layout(tmp_path_factory.mktemp("comfyui-base-23"), models=models)
-    with ComfyUIServer(comfyui_root(), layout) as running:
-        yield running
+    link_models(workflow_server.layout, released_names(staging, sources, RELEASED_23))
+    return workflow_server
 
 
 def test_ltx23_text_to_video_on_sp_and_tdp_runs_headless(server23):

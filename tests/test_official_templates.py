@@ -45,7 +45,6 @@ import pytest
 import template_twins
 from comfyui_harness import (
     ComfyUIServer,
-    comfyui_in_process,
     comfyui_root,
     make_layout,
     saved_files,
@@ -134,21 +133,17 @@ def templates(pytestconfig, tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory, tiny25) -> Iterator[ComfyUIServer]:
+def server(tmp_path_factory, tiny23, tiny25) -> Iterator[ComfyUIServer]:
     from ltx23_fixtures import tiny_gemma_sizes
 
-    from ltx2_mgpu.workers.embedded.tiny_gemma import make_tiny_gemma
-    from ltx2_mgpu.workers.embedded.tiny_ltx23 import make_tiny_ltx23, make_tiny_ltx23_loras
     from ltx2_mgpu.workers.embedded.tiny_variants import make_tiny_lora
 
     staging = tmp_path_factory.mktemp("released-names")
-    with comfyui_in_process(comfyui_root()):  # make_tiny_ltx23 builds ComfyUI's classes
-        files = make_tiny_ltx23(staging / "tiny")
-    gemma = make_tiny_gemma(staging / "gemma")
-    lora, text_lora = make_tiny_ltx23_loras(files, gemma)
-    id_lora = make_tiny_lora(staging / "tiny" / "id_lora.safetensors", files.checkpoint, seed=1)
+    files, gemma, lora, text_lora = tiny23.files, tiny23.gemma, tiny23.lora, tiny23.text_lora
+    (staging / "made").mkdir()
+    id_lora = make_tiny_lora(staging / "made" / "id_lora.safetensors", files.checkpoint, seed=1)
     ic_lora = with_metadata(
-        make_tiny_lora(staging / "tiny" / "ic_lora.safetensors", files.checkpoint, seed=2),
+        make_tiny_lora(staging / "made" / "ic_lora.safetensors", files.checkpoint, seed=2),
         {"reference_downscale_factor": "2"},  # what GetICLoRAParameters reads: "ref0.5" in the name
     )
     sources = {

@@ -11,8 +11,6 @@ MGPU Loader refuses each with the tiny 2.5 transformer, naming both files and th
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -44,17 +42,14 @@ def split_vaes(checkpoint: Path, folder: Path) -> SimpleNamespace:
 
 
 @pytest.fixture(scope="module")
-def ltx23(native25, tmp_path_factory) -> SimpleNamespace:  # noqa: F811
-    """The tiny 2.3 checkpoint (make-tiny in a subprocess, as tiny25) and its split VAE files, in
-    the folders ComfyUI's loaders and the MGPU Loader look in."""
+def ltx23(native25, tiny23, tmp_path_factory) -> SimpleNamespace:  # noqa: F811
+    """The session's tiny 2.3 checkpoint and its split VAE files, in the folders ComfyUI's loaders and
+    the MGPU Loader look in."""
     import folder_paths
 
     out = tmp_path_factory.mktemp("tiny23split")
-    cmd = [sys.executable, "-m", "ltx2_mgpu.cli", "make-tiny", "--family", "2.3", str(out / "checkpoints")]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr
     (out / "vae").mkdir()
-    checkpoint = out / "checkpoints" / "ltx23-tiny.safetensors"
+    checkpoint = tiny23.checkpoint
     files = split_vaes(checkpoint, out / "vae")
     folder_paths.add_model_folder_path("checkpoints", str(checkpoint.parent))
     folder_paths.add_model_folder_path("vae", str(out / "vae"))
