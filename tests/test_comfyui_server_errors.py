@@ -9,23 +9,22 @@ dialog gets them (the execution_error event of /history):
 - a checkpoint cut short: refused before any worker starts, naming the file and what to do;
 - the template browser's category for our example workflows reads as the README names it.
 
-A test-only node (written into the temporary custom_nodes) runs a worker command of the pack's
-fault drills on the group of an MGPU_MODEL; nothing in the pack is changed for the test.
+A test-only node (tests/comfyui_test_shims/error_drill.py, which the shared workflow server installs
+into its temporary custom_nodes) runs a worker command of the pack's fault drills on the group of an
+MGPU_MODEL; nothing in the pack is changed for the test.
 """
 
 from __future__ import annotations
 
 import re
 import time
-from collections.abc import Iterator
 
 import pytest
 from comfyui_harness import (
     PACK_FOLDER,
     PACK_ROOT,
     ComfyUIServer,
-    comfyui_root,
-    make_layout,
+    link_models,
     status_message,
     worker_processes,
 )
@@ -35,38 +34,6 @@ pytestmark = pytest.mark.comfyui
 PROMPT_TIMEOUT_S = 300.0
 # The name the README gives the pack in ComfyUI (node category and template browser).
 README_NAME = "LTX-2 MultiGPU"
-
-DRILL_FOLDER = "ltx2_mgpu_error_drill"
-DRILL_SOURCE = '''"""Test-only node for ComfyUI-LTX2-MultiGPU's error tests (written by the test, never shipped)."""
-import sys
-
-
-def _manager():
-    # ComfyUI imports a pack under its folder path (dots replaced): find our pack's manager module.
-    suffix = "ComfyUI-LTX2-MultiGPU.workers.group.manager"
-    return next(m for name, m in sys.modules.items() if name.endswith(suffix)).get_manager()
-
-
-class LTX2MGPUFaultDrill:
-    CATEGORY = "testing"
-    RETURN_TYPES = ()
-    OUTPUT_NODE = True
-    FUNCTION = "run"
-
-    @classmethod
-    def INPUT_TYPES(cls):
-        return {"required": {"mgpu_model": ("MGPU_MODEL",), "kind": (["ping", "raise_all"],)}}
-
-    def run(self, mgpu_model, kind):
-        if kind == "ping":
-            _manager().run(mgpu_model, "ping", {})
-        else:
-            _manager().run(mgpu_model, "fault", {"kind": kind})
-        return {}
-
-
-NODE_CLASS_MAPPINGS = {"LTX2MGPUFaultDrill": LTX2MGPUFaultDrill}
-'''
 
 
 @pytest.fixture(scope="module")
@@ -78,15 +45,11 @@ def truncated(tiny, tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def server(tiny, truncated, tmp_path_factory) -> Iterator[ComfyUIServer]:
-    layout = make_layout(
-        tmp_path_factory.mktemp("comfyui-errors"),
-        models={"checkpoints": [tiny.checkpoint, truncated]},
-        extra_packs={DRILL_FOLDER: DRILL_SOURCE},
-    )
-    with ComfyUIServer(comfyui_root(), layout) as running:
-        print(f"\n[server] ComfyUI booted in {running.boot_s:.1f} s")
-        yield running
+def server(workflow_server, tiny, truncated, tmp_path_factory) -> ComfyUIServer:
+    """The session's shared server (tests/workflow_server.py: it carries the fault drill node), with
+    the tiny checkpoint and the cut-short one linked in under their own names."""
+    link_models(workflow_server.layout, {"checkpoints": [tiny.checkpoint, truncated]})
+    return workflow_server
 
 
 def drill_prompt(checkpoint: str, kind: str) -> dict:

@@ -1,7 +1,7 @@
-"""One ComfyUI server for every module that runs the example workflows headless (conftest's
-`workflow_server`): ComfyUI's main.py --cpu with its default flags, our pack, the tiny LTX-2 under the
-released file names the LTX-2 workflows name, and the workflows' inputs (example.png, input.mp4 with
-audio, stage1.latent). A ComfyUI boot costs ~35 s on the 2-core CI machine; one is enough for all of
+"""One ComfyUI server for every module that runs prompts on a default ComfyUI (conftest's
+`workflow_server`): ComfyUI's main.py --cpu with its default flags, our pack, the test-only node packs
+of TEST_PACKS, the tiny LTX-2 under the released file names the LTX-2 workflows name, and the
+workflows' inputs (example.png, input.mp4 with audio, stage1.latent). A ComfyUI boot costs ~35 s on the 2-core CI machine; one is enough for all of
 them.
 
 A module that needs other files links them in with `comfyui_harness.link_models(server.layout, ...)`
@@ -18,6 +18,8 @@ import torch
 from comfyui_harness import PACK_ROOT, ComfyUIServer, comfyui_root, make_layout
 
 API = PACK_ROOT / "example_workflows" / "api"
+# Test-only node packs the server carries: {folder under custom_nodes: source file}.
+TEST_PACKS = {"ltx2_mgpu_error_drill": Path(__file__).parent / "comfyui_test_shims" / "error_drill.py"}
 RELEASED = {
     "checkpoints": "ltx-2-19b-dev.safetensors",
     "latent_upscale_models": "ltx-2-spatial-upscaler-x2-1.0.safetensors",
@@ -50,7 +52,11 @@ def start_workflow_server(base: Path, tiny) -> ComfyUIServer:
         "text_encoders": make_tiny_gemma(staging / "gemma"),
         "loras": make_tiny_lora(staging / "lora.safetensors", tiny.checkpoint),
     }
-    layout = make_layout(base / "comfyui-base", models=released_names(staging, sources, RELEASED))
+    layout = make_layout(
+        base / "comfyui-base",
+        models=released_names(staging, sources, RELEASED),
+        extra_packs={folder: source.read_text() for folder, source in TEST_PACKS.items()},
+    )
     _write_inputs(layout.base / "input")
     return ComfyUIServer(comfyui_root(), layout).start()
 
