@@ -14,6 +14,7 @@ from ..workers.wire.capabilities import LoaderOptions, capabilities, check_loade
 from ..workers.wire.checks import ForwardMode
 from ..workers.wire.constants import DEFAULT_MAX_VIDEO_TOKENS
 from ..workers.wire.file_pairing import check_comfy_readable, check_vae_is_not_a_checkpoint
+from ..workers.wire.gguf_checks import check_gguf_loadable
 from ..workers.wire.ltx_files import check_vae_files, read_model_file_info
 from ..workers.wire.model_family import ModelFamily, detect_model_family
 from ..workers.wire.weight_placement import WEIGHTS_OFFLOADED, WEIGHTS_REPLICATED
@@ -22,6 +23,9 @@ from .mgpu_lora import NO_LORA, lora_entry
 
 CATEGORY = "LTX-2 MultiGPU"
 MODEL_FOLDERS = ("checkpoints", "diffusion_models")
+# The .gguf files of diffusion_models (and unet), as the ComfyUI-GGUF pack lists them for its UnetLoaderGGUF;
+# unknown to a ComfyUI without that pack.
+GGUF_FOLDER = "unet_gguf"
 # The VAE inputs' first choice: the VAE inside the checkpoint (LTX-2, LTX-2.3 single files).
 FROM_CHECKPOINT = "(from the checkpoint)"
 # guidance_parallel choices -> MGPUModel.guidance_groups (0: the plan's choice per job).
@@ -67,6 +71,7 @@ def load_model(
         weights=weights, guidance_groups=guidance_groups, devices=placement.devices,
     )  # fmt: skip
     check_loader_options(capabilities(backend.backend), options)
+    check_gguf_loadable(path, backend.backend, backend.root_path, weights)  # GGUF: the ComfyUI-GGUF pack
     # Before any worker loads a weight: per GPU what the option needs, refused when it does not fit.
     plan, reserve_bytes = preflight(
         header.shapes, header.dtypes, placement.devices, weights, max_video_tokens, weight_dtype
@@ -107,8 +112,9 @@ def load_model(
 
 
 def model_file_choices() -> list[str]:
-    """The files the checkpoint picker lists: ComfyUI's checkpoints and diffusion_models folders."""
-    return sorted({name for folder in MODEL_FOLDERS for name in comfy.filename_list(folder)})
+    """The files the checkpoint picker lists: ComfyUI's checkpoints and diffusion_models folders (and their
+    .gguf files when the ComfyUI-GGUF pack is installed)."""
+    return sorted({name for folder in (*MODEL_FOLDERS, GGUF_FOLDER) for name in comfy.filename_list(folder)})
 
 
 def guidance_group_count(choice: str, world_size: int) -> int:

@@ -31,7 +31,8 @@ class LTX2MGPULoader(io.ComfyNode):
                     options=model_file_choices(),
                     tooltip="The LTX checkpoint (ComfyUI's checkpoints or diffusion_models folder): LTX-2 19B or "
                     "LTX-2.3 22B, bf16 or fp8; or LTX-2.5's diffusion model (with its VAE files in video_vae_name / "
-                    "audio_vae_name). The release and weight format found are shown under the node.",
+                    "audio_vae_name); or a transformer .gguf (needs the ComfyUI-GGUF pack). The release and weight "
+                    "format found are shown under the node.",
                 ),
                 io.String.Input(
                     "gpus",

@@ -20,6 +20,7 @@ from ..wire.backend import BACKEND_LTXCORE
 from ..wire.capabilities import capabilities
 from ..wire.constants import DEFAULT_MAX_VIDEO_TOKENS
 from ..wire.errors import JobInputError, WorkerGroupError
+from ..wire.gguf_checks import check_gguf_loadable
 from ..wire.lora_files import LoraSpec, active_loras
 from ..wire.model_files import describe_checkpoint
 from ..wire.requests import LoadModel, Request, SetLoras, uses_loras
@@ -269,6 +270,7 @@ def check_fits(model: MGPUModel) -> None:
         raise ValueError(f"checkpoint {path} does not exist; pick an existing file")
     description = describe_checkpoint(path)  # also refuses non-safetensors files without unpickling
     check_sharded_devices(model.weights, model.devices)
+    check_gguf_loadable(path, model.backend, model.comfyui_root, model.weights)
     heads = min(description.video_num_heads, description.audio_num_heads)
     if model.world_size > heads:
         raise ValueError(

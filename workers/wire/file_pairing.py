@@ -11,7 +11,8 @@ What tells the releases apart (the same keys ComfyUI's own detection and loaders
 - Text encoders: LTX-2.5 encodes with Gemma 4 carrying the projection (the "with-proj" file); LTX-2 and
   LTX-2.3 encode with Gemma 3 and take the projection from the checkpoint.
 - Formats: ComfyUI 0.33 reads safetensors with plain dtypes or its own `comfy_quant` formats
-  (comfy/quant_ops.py QUANT_ALGOS); GGUF and bitsandbytes files need other loaders.
+  (comfy/quant_ops.py QUANT_ALGOS); bitsandbytes files need other loaders; GGUF files load through the
+  ComfyUI-GGUF pack (gguf_checks.py).
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ import json
 from collections.abc import Mapping
 from pathlib import Path
 
+from .gguf_checks import check_gguf_model
+from .gguf_files import is_gguf_file
 from .model_family import LTX2, LTX23, LTX25, detect_model_family
 from .model_files import SafetensorsHeader, read_safetensors_header
 
@@ -38,7 +41,6 @@ COMFY_QUANT_FORMATS = (
 )
 # bitsandbytes' 4-bit records (what bnb's serialisation writes beside each packed weight).
 BNB_SUFFIXES = (".absmax", ".quant_map", ".quant_state.bitsandbytes__nf4", ".quant_state.bitsandbytes__fp4")
-GGUF_MAGIC = b"GGUF"
 # The text encoder each release's templates load.
 TEXT_ENCODER_FOR = {
     LTX2: "Gemma 3 12B (gemma_3_12B_it)",
@@ -52,13 +54,8 @@ def check_comfy_readable(path: str | Path) -> SafetensorsHeader:
     """The header of `path` when ComfyUI 0.33 can read its weight format; ValueError naming the file
     and its format otherwise."""
     path = Path(path)
-    with path.open("rb") as f:
-        is_gguf = f.read(4) == GGUF_MAGIC
-    if is_gguf:
-        raise ValueError(
-            f"{path.name} is a GGUF file, which ComfyUI 0.33's loaders (and this pack) cannot read; pick the "
-            "release's .safetensors file (bf16, fp8 or int8) instead"
-        )
+    if is_gguf_file(path):  # read by the ComfyUI-GGUF pack's loader (gguf_checks.py)
+        return check_gguf_model(path)
     header = read_safetensors_header(path)
     bnb = next((k for k in header.shapes if k.endswith(BNB_SUFFIXES)), None)
     if bnb is not None:

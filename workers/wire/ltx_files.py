@@ -16,6 +16,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
+from .gguf_files import is_gguf_file
 from .model_family import LTX23, LTX25, detect_model_family
 
 DIFFUSION_PREFIX = "model.diffusion_model."
@@ -102,6 +103,10 @@ def read_model_file_info(path: str | Path) -> ModelFileInfo:
     """The family and weight format of an LTX transformer file (checkpoint or diffusion model).
 
     Raises ValueError naming the file when it holds no LTX audio-video transformer."""
+    if is_gguf_file(path):
+        from .gguf_checks import gguf_model_file_info
+
+        return gguf_model_file_info(path)
     entries, metadata, data_start = read_header(path)
     keys = {k.removeprefix(DIFFUSION_PREFIX): k for k in entries}
     if "audio_adaln_single.linear.weight" not in keys:

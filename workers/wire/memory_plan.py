@@ -14,6 +14,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from .gguf_files import GGML_BLOCKS, GGML_FLOAT_TYPES, element_bytes
 from .weight_placement import WEIGHT_PLACEMENTS, WEIGHTS_OFFLOADED, WEIGHTS_REPLICATED, WEIGHTS_SHARDED
 
 GIB = 2**30
@@ -158,8 +159,11 @@ def model_sizes(
             continue
         stored = dtypes[key]
         scale = name.endswith(QUANT_SCALE_SUFFIXES)  # kept at its stored dtype, not cast
-        item = cast if stored in FLOAT_DTYPES and not scale else SAFETENSORS_ITEM_BYTES.get(stored, 2)
-        size = math.prod(shape) * item
+        if stored in GGML_BLOCKS and stored not in GGML_FLOAT_TYPES:
+            size = math.ceil(math.prod(shape) * element_bytes(stored))  # GGUF: kept quantized (GGMLOps)
+        else:
+            item = cast if stored in FLOAT_DTYPES and not scale else SAFETENSORS_ITEM_BYTES.get(stored, 2)
+            size = math.prod(shape) * item
         if name.startswith("transformer_blocks."):
             index = name.split(".", 2)[1]
             blocks[index] = blocks.get(index, 0) + size

@@ -18,6 +18,8 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from .gguf_files import GGML_BLOCKS
+
 LTX2, LTX23, LTX25 = "LTX-2", "LTX-2.3", "LTX-2.5"
 UNKNOWN = "unknown"
 _PREFIXES = ("model.diffusion_model.", "")  # a full checkpoint, a diffusion-model file
@@ -101,7 +103,7 @@ def _weight_format(shapes: Mapping[str, tuple[int, ...]], dtypes: Mapping[str, s
     is_scaled = any(k.startswith(blocks) and k.endswith(_SCALE_SUFFIXES) for k in shapes)
     names = []
     for dtype, _ in counts.most_common():
-        name = _FORMATS.get(dtype, dtype.lower())
+        name = _FORMATS.get(dtype, f"GGUF {dtype}" if dtype in GGML_BLOCKS else dtype.lower())
         names.append(f"{name} scaled" if is_scaled and dtype not in ("BF16", "F16", "F32") else name)
     if not names:
         return UNKNOWN

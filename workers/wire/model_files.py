@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from .constants import AUDIO_HOP_LENGTH, AUDIO_LATENT_DOWNSAMPLE, AUDIO_SAMPLE_RATE_HZ, VIDEO_LATENT_CHANNELS
+from .gguf_files import is_gguf_file
 
 PathLike = str | Path
 
@@ -38,11 +39,16 @@ def read_safetensors_header(path: PathLike) -> SafetensorsHeader:
     """Parse the header of `path`, proving it is a safetensors file. Never unpickles anything.
 
     Raises ValueError naming the file when it is missing, a pickle / torch.save archive, or
-    otherwise not safetensors.
+    otherwise not safetensors. A GGUF file's header comes back in the same shape
+    (gguf_checks.gguf_model_header: GGML type names as dtypes).
     """
     path = Path(path)
     if not path.is_file():
         raise ValueError(f"checkpoint {path} does not exist or is not a file")
+    if is_gguf_file(path):
+        from .gguf_checks import gguf_model_header
+
+        return gguf_model_header(path)
     size_bytes = path.stat().st_size
     with path.open("rb") as f:
         prefix = f.read(8)

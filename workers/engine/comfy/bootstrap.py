@@ -68,6 +68,11 @@ def import_comfyui(root: ComfyUIRoot, device: torch.device) -> ModuleType:
     return model_management
 
 
+def imported_root() -> str:
+    """The root of the ComfyUI this process imported (import_comfyui); "" before that."""
+    return "" if _imported is None else _imported.path
+
+
 def use_comfyuis_attention() -> str | None:
     """The attention function the ComfyUI process was started with (launcher.ATTENTION_ENV, e.g. sage
     from --use-sage-attention) made this rank's default, as ComfyUI's flag makes it its own; None when

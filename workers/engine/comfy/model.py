@@ -13,6 +13,8 @@ from typing import Any
 
 import torch
 
+from ...wire.gguf_files import is_gguf_file
+
 # The weight dtype of fp8_matmul: UNETLoader's fp8_e4m3fn_fast (ComfyUI 0.33 nodes.py).
 FP8_WEIGHT_DTYPE = torch.float8_e4m3fn
 
@@ -76,6 +78,14 @@ class ComfyModel:
         model_options: dict[str, Any] = {"load_device": device}
         if dtype is not None:
             model_options["dtype"] = dtype
+        if is_gguf_file(path):  # UnetLoaderGGUF's path, with the ComfyUI-GGUF pack's own code (gguf.py)
+            from .bootstrap import imported_root
+            from .gguf import load_gguf_model
+
+            patcher = load_gguf_model(path, imported_root(), device, dtype)
+            set_budget(patcher, resident_bytes)
+            make_resident(patcher)
+            return ComfyModel(path=path, dtype=dtype, patcher=patcher, vae_files=vae_files)
         if fp8_matmul:  # nodes.py UNETLoader, weight_dtype "fp8_e4m3fn_fast"
             model_options.update(dtype=FP8_WEIGHT_DTYPE, fp8_optimizations=True)
         if fp8_matmul or not _has_keys(path, ("vae.", "audio_vae.")):
@@ -137,6 +147,9 @@ def load_vae_file(path: Path, device: torch.device) -> Any:
 
 def _has_keys(path: Path, prefixes: tuple[str, ...]) -> bool:
     import safetensors
+
+    if is_gguf_file(path):  # a GGUF holds the transformer alone
+        return False
 
     with safetensors.safe_open(str(path), framework="pt") as f:
         return any(key.startswith(prefixes) for key in f.keys())

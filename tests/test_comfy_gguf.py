@@ -1,0 +1,201 @@
+"""GGUF transformers through the ComfyUI-GGUF pack, native against ours (opt-in: COMFYUI_PATH; the pinned
+pack beside the checkout, as CI lays it, or LTX2_MGPU_COMFYUI_GGUF).
+
+Files: the tiny LTX-2.3 checkpoint's and the tiny LTX-2.5 transformer's weights written with the `gguf`
+package in the layout the pack reads (workers/embedded/gguf_writer.py), as Q8_0 and as Q6_K (a K-quant;
+its rows of 256 values are Q6_K, the narrower ones fall back to Q8_0 as llama.cpp's quantizer does).
+
+Native: ComfyUI in this process with the pack imported as ComfyUI imports a custom node, its
+UnetLoaderGGUF node's MODEL through CFGGuider 3 and SamplerCustomAdvanced (euler_ancestral). The pinned
+pack (795e451) passes no metadata to ComfyUI and so builds LTX-2's layout for a 2.3 / 2.5 file, which
+does not load (test_the_pinned_loader_alone_cannot_build_23); its releases since January 2026 pass the
+file's fields: the native side here is UnetLoaderGGUF with those fields passed as those releases pass
+them, and so are ours (workers/engine/comfy/gguf.py).
+Ours: the MGPU Loader on the same .gguf name, its MODEL through the same graph and the SP Sampler
+(cfg 3 / audio cfg 3), on 1, 2 and 3 CPU workers: at most 1e-5 of the largest native magnitude per
+stream, float32.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+from comfyui_harness import comfyui_in_process, comfyui_root
+
+from conftest import assert_no_leaks, tiny_conditioning
+from ltx2_mgpu.workers.embedded.gguf_writer import gguf_of_safetensors
+from ltx2_mgpu.workers.group.manager import get_manager
+from ltx2_mgpu.workers.wire.gguf_pack import GGUF_PACK_ENV
+
+pytestmark = pytest.mark.comfyui
+
+PINNED_PACK = Path(__file__).resolve().parents[2] / "shared" / "comfyui-gguf"
+RELATIVE_TOLERANCE = 1e-5
+SEED = 42
+CFG = 3.0
+SIGMAS = "0.909375, 0.725, 0.0"
+WIDTH, HEIGHT, FRAMES, FPS = 96, 64, 17, 24.0
+QTYPES = ("Q8_0", "Q6_K")
+FAMILIES = ("2.3", "2.5")
+
+
+def pack_folder() -> Path:
+    import os
+
+    named = os.environ.get(GGUF_PACK_ENV)
+    folder = Path(named) if named else PINNED_PACK
+    if not (folder / "nodes.py").is_file():
+        pytest.skip(f"the ComfyUI-GGUF pack is not at {folder} (set {GGUF_PACK_ENV})")
+    return folder
+
+
+def import_pack_as_comfyui_does(folder: Path):
+    """The pack as ComfyUI's custom-node loader imports it: its folder a package named after it."""
+    spec = importlib.util.spec_from_file_location(
+        folder.name, folder / "__init__.py", submodule_search_locations=[str(folder)]
+    )
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[folder.name] = module
+    spec.loader.exec_module(module)
+    return sys.modules[f"{folder.name}.nodes"]
+
+
+@pytest.fixture(scope="module")
+def native(tmp_path_factory, tiny25) -> Iterator[SimpleNamespace]:
+    folder = pack_folder()
+    out = tmp_path_factory.mktemp("gguf")
+    patches = pytest.MonkeyPatch()
+    patches.setenv(GGUF_PACK_ENV, str(folder))  # the workers find the pack where the user said
+    with comfyui_in_process(comfyui_root()):
+        import comfy.sd
+        import folder_paths
+        from comfy_extras import nodes_custom_sampler as cs
+        from comfy_extras import nodes_lt as lt
+        from comfy_extras import nodes_lt_audio as lt_audio
+
+        import nodes
+        from ltx2_mgpu.workers.embedded.tiny_ltx23 import make_tiny_ltx23
+        from ltx2_mgpu.workers.wire.gguf_checks import gguf_model_header
+
+        tiny23 = make_tiny_ltx23(out / "checkpoints")
+        sources = {"2.3": tiny23.checkpoint, "2.5": tiny25.transformer}
+        files = {
+            (family, q): gguf_of_safetensors(
+                source, out / "diffusion_models" / f"ltx{family}-tiny-{q}.gguf", q
+            )
+            for family, source in sources.items()
+            for q in QTYPES
+        }
+        for kind, path in (("checkpoints", tiny23.checkpoint), ("vae", tiny25.audio_vae)):
+            folder_paths.add_model_folder_path(kind, str(path.parent))
+        folder_paths.add_model_folder_path("diffusion_models", str(out / "diffusion_models"))
+        gguf_nodes = import_pack_as_comfyui_does(folder)
+        load_state_dict = comfy.sd.load_diffusion_model_state_dict
+
+        def with_the_files_fields(sd, model_options={}, metadata=None, **kwargs):  # noqa: B006
+            return load_state_dict(sd, model_options, metadata or fields, **kwargs)
+
+        models = {}
+        for key, path in files.items():
+            fields = dict(gguf_model_header(path).metadata)
+            patches.setattr(comfy.sd, "load_diffusion_model_state_dict", with_the_files_fields)
+            (models[key],) = gguf_nodes.UnetLoaderGGUF().load_unet(path.name)
+            patches.setattr(comfy.sd, "load_diffusion_model_state_dict", load_state_dict)
+        audio_vaes = {
+            "2.3": lt_audio.LTXVAudioVAELoader.execute(tiny23.checkpoint.name)[0],
+            "2.5": nodes.VAELoader().load_vae(tiny25.audio_vae.name)[0],
+        }
+        try:
+            yield SimpleNamespace(
+                cs=cs, lt=lt, lt_audio=lt_audio, sd=comfy.sd, gguf_nodes=gguf_nodes, files=files, models=models,
+                audio_vaes=audio_vaes, tiny25=tiny25, results={},
+            )  # fmt: skip
+        finally:
+            patches.undo()
+
+
+def inputs(c, family: str) -> tuple:
+    """CONDITIONING as each release's text encoding gives it (2.3: projected by the encoder; 2.5:
+    unprocessed, projected by the transformer's own), the AV LATENT, SIGMAS."""
+    model = c.models[(family, "Q8_0")].model.diffusion_model
+    width = model.cross_attention_dim + model.audio_cross_attention_dim
+    positive, negative = tiny_conditioning(11, width, seed=1), tiny_conditioning(6, width, seed=2)
+    for cond in (positive, negative):
+        del cond[0][1]["frame_rate"]
+        if family == "2.3":
+            del cond[0][1]["unprocessed_ltxav_embeds"]
+    positive, negative = c.lt.LTXVConditioning.execute(positive, negative, FPS)[:2]
+    (video,) = c.lt.EmptyLTXVLatentVideo.execute(WIDTH, HEIGHT, FRAMES, 1)
+    (audio,) = c.lt_audio.LTXVEmptyLatentAudio.execute(FRAMES, FPS, 1, c.audio_vaes[family])
+    (latent,) = c.lt.LTXVConcatAVLatent.execute(video, audio)
+    (sigmas,) = c.cs.ManualSigmas.execute(SIGMAS)
+    return positive, negative, latent, sigmas
+
+
+def cfg_sample(c, model, positive, negative, latent, sigmas) -> list[torch.Tensor]:
+    (guider,) = c.cs.CFGGuider.execute(model, positive, negative, CFG)
+    with torch.inference_mode():
+        out = c.cs.SamplerCustomAdvanced.execute(
+            c.cs.RandomNoise.execute(SEED)[0], guider, c.cs.KSamplerSelect.execute("euler_ancestral")[0],
+            sigmas, latent,
+        )[0]  # fmt: skip
+    return [t.clone() for t in out["samples"].unbind()]
+
+
+def native_result(c, family: str, qtype: str) -> list[torch.Tensor]:
+    key = (family, qtype)
+    if key not in c.results:
+        c.results[key] = cfg_sample(c, c.models[key], *inputs(c, family))
+    return c.results[key]
+
+
+def relative(ours: torch.Tensor, native: torch.Tensor) -> float:
+    assert ours.shape == native.shape
+    return float((ours.float() - native.float()).abs().max() / native.float().abs().max())
+
+
+def test_the_pinned_loader_alone_cannot_build_23(native):
+    """Why the file's fields are passed: without them ComfyUI builds LTX-2's layout for a 2.3 GGUF."""
+    path = native.files[("2.3", "Q8_0")]
+    pack = sys.modules[native.gguf_nodes.__name__.rsplit(".", 1)[0] + ".loader"]
+    ops = sys.modules[native.gguf_nodes.__name__.rsplit(".", 1)[0] + ".ops"].GGMLOps()
+    with pytest.raises(RuntimeError, match="size mismatch"):
+        native.sd.load_diffusion_model_state_dict(pack.gguf_sd_loader(str(path)), {"custom_operations": ops})
+
+
+@pytest.fixture(scope="module", params=(1, 2, 3), ids=lambda n: f"{n}ranks")
+def ranks(request, native) -> Iterator[int]:
+    yield request.param
+    get_manager().unload()
+    assert_no_leaks()
+
+
+@pytest.mark.parametrize("qtype", QTYPES)
+@pytest.mark.parametrize("family", FAMILIES)
+def test_gguf_matches_unetloadergguf(native, ranks, family, qtype):
+    from ltx2_mgpu.nodes.loader import LTX2MGPULoader
+    from ltx2_mgpu.nodes.sp_sampler import LTX2SPSampler
+
+    path = native.files[(family, qtype)]
+    vae = {"video_vae_name": native.tiny25.video_vae.name} if family == "2.5" else {}
+    mgpu, model, info = LTX2MGPULoader().load(
+        path.name, f"cpu:{ranks}", "float32", guidance_parallel="off", **vae
+    )
+    assert f"LTX-{family}" in info and f"GGUF {qtype}" in info, info
+    expected = native_result(native, family, qtype)
+    args = inputs(native, family)
+    (out,) = LTX2SPSampler().sample(mgpu, *args[:2], args[2], args[3], "euler_ancestral", CFG, CFG, SEED)
+    results = {
+        "SP Sampler": [t.clone() for t in out["samples"].unbind()],
+        "MODEL": cfg_sample(native, model, *args),
+    }
+    for what, ours in results.items():
+        found = [relative(a, b) for a, b in zip(ours, expected)]
+        print(f"\n[GGUF {qtype}] LTX-{family} {what}, {ranks} ranks: rel {[f'{r:.2e}' for r in found]}")
+        assert len(found) == 2 and max(found) <= RELATIVE_TOLERANCE, (what, found)
