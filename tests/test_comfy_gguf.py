@@ -199,3 +199,21 @@ def test_gguf_matches_unetloadergguf(native, ranks, family, qtype):
         found = [relative(a, b) for a, b in zip(ours, expected)]
         print(f"\n[GGUF {qtype}] LTX-{family} {what}, {ranks} ranks: rel {[f'{r:.2e}' for r in found]}")
         assert len(found) == 2 and max(found) <= RELATIVE_TOLERANCE, (what, found)
+
+
+def test_gguf_under_weights_layers_matches_unetloadergguf(native, ranks):
+    """Any weight format under weights layers: the tiny 2.3 Q6_K GGUF, each of 2 workers holding one of
+    its two blocks (the pack's GGML layers among them), the SP Sampler against UnetLoaderGGUF's MODEL."""
+    if ranks != 2:
+        pytest.skip("the tiny transformers have two blocks: weights layers runs on 2 workers")
+    from ltx2_mgpu.nodes.loader import LTX2MGPULoader
+    from ltx2_mgpu.nodes.sp_sampler import LTX2SPSampler
+
+    path = native.files[("2.3", "Q6_K")]
+    mgpu, _model, info = LTX2MGPULoader().load(path.name, "cpu:2", "float32", weights="layers")
+    assert "weights layers" in info, info
+    args = inputs(native, "2.3")
+    (out,) = LTX2SPSampler().sample(mgpu, *args[:2], args[2], args[3], "euler_ancestral", CFG, CFG, SEED)
+    found = [relative(a, b) for a, b in zip(out["samples"].unbind(), native_result(native, "2.3", "Q6_K"))]
+    print(f"\n[GGUF Q6_K] LTX-2.3 SP Sampler, weights layers on 2: rel {[f'{r:.2e}' for r in found]}")
+    assert len(found) == 2 and max(found) <= RELATIVE_TOLERANCE, found

@@ -16,7 +16,15 @@ import os
 import pytest
 
 from ltx2_mgpu.workers.group.preflight import preflight
-from ltx2_mgpu.workers.wire.memory_plan import GIB, check_plan, model_share, model_sizes, plan
+from ltx2_mgpu.workers.wire.memory_plan import (
+    GIB,
+    activation_bytes,
+    check_plan,
+    host_bytes,
+    model_share,
+    model_sizes,
+    plan,
+)
 
 BLOCKS, WIDTH = 48, 4096
 BLOCK_BYTES, OTHER_BYTES = 896 * 2**20, 2 * GIB
@@ -73,7 +81,7 @@ def test_each_option_per_gpu_and_the_recommendation():
     sizes = model_sizes(*header(), "bfloat16")
     found = plan(sizes, ["cuda:0", "cuda:1"], [24 * GIB] * 2, "replicated", TOKENS, "bfloat16")
     totals = {o: found.needs[o][0].total_bytes / GIB for o in found.needs}
-    assert totals == {"replicated": 49.5, "offloaded": 9.25, "sharded": 30.25}
+    assert totals == {"replicated": 49.5, "offloaded": 9.25, "sharded": 30.25, "layers": 33.0}
     assert not found.fits("replicated") and found.fits("offloaded")
     assert found.recommended == "offloaded"
     with pytest.raises(ValueError, match=r"weights replicated needs cuda:\d: model 44\.0 GiB .* 49\.5 GiB of 24\.0 GiB: "
@@ -102,6 +110,24 @@ def test_sharded_is_not_offered_on_workers_that_share_a_gpu():
     shared = plan(sizes, ["cuda:0", "cuda:0"], [32 * GIB] * 2, "offloaded", TOKENS, "bfloat16")
     assert "sharded" not in shared.available
     assert "sharded 30.2 GiB (not on shared GPUs)" in shared.console_block()
+
+
+def test_layers_holds_a_range_of_blocks_and_every_token():
+    """weights layers: a GPU holds the largest contiguous range of blocks (ceil(blocks / GPUs)) plus the
+    layers outside them, runs every video token (no SP split), keeps nothing in host memory; offered on
+    shared GPUs (gloo carries the hand-overs), not on one worker (it would be replicated)."""
+    sizes = model_sizes(*header(), "bfloat16")
+    assert sizes.num_blocks == BLOCKS
+    for world in (2, 3):
+        assert model_share(sizes, "layers", world) == OTHER_BYTES + -(-BLOCKS // world) * BLOCK_BYTES
+    found = plan(sizes, ["cuda:0", "cuda:0", "cuda:0"], [32 * GIB] * 3, "layers", TOKENS, "bfloat16")
+    need = found.needs["layers"][0]
+    assert need.activation_bytes == activation_bytes(sizes, TOKENS, 1, "bfloat16")  # all tokens
+    assert "layers" in found.available and found.fits("layers")
+    assert "layers: each GPU holds a range of the blocks" in found.console_block()
+    assert host_bytes(sizes, "layers") == 0
+    alone = plan(sizes, ["cuda:0"], [80 * GIB], "replicated", TOKENS, "bfloat16")
+    assert "layers" not in alone.available
 
 
 def test_a_size_nothing_fits_names_the_largest_that_does():

@@ -24,7 +24,7 @@ from .gguf_files import (
 from .gguf_pack import require_gguf_pack
 from .model_family import LTX2, LTX23, LTX25, detect_model_family
 from .model_files import SafetensorsHeader
-from .weight_placement import WEIGHTS_SHARDED
+from .weight_placement import WEIGHTS_LAYERS, WEIGHTS_SHARDED
 
 if TYPE_CHECKING:
     from .ltx_files import ModelFileInfo
@@ -102,7 +102,7 @@ def check_gguf_loadable(path: str | Path, backend: str, comfyui_root: str, weigh
     if weights == WEIGHTS_SHARDED:
         raise ValueError(
             f"{name} is a GGUF file, whose quantized blocks weights sharded cannot split; set the loader's "
-            "weights to offloaded or replicated"
+            f"weights to {WEIGHTS_LAYERS} (a range of blocks per GPU), offloaded or replicated"
         )
     if backend != BACKEND_COMFY:
         raise ValueError(

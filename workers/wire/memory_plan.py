@@ -15,7 +15,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from .gguf_files import GGML_BLOCKS, GGML_FLOAT_TYPES, element_bytes
-from .weight_placement import WEIGHT_PLACEMENTS, WEIGHTS_OFFLOADED, WEIGHTS_REPLICATED, WEIGHTS_SHARDED
+from .weight_placement import (
+    WEIGHT_PLACEMENTS,
+    WEIGHTS_LAYERS,
+    WEIGHTS_OFFLOADED,
+    WEIGHTS_REPLICATED,
+    WEIGHTS_SHARDED,
+)
 
 GIB = 2**30
 # Bytes per element of the safetensors dtypes an LTX file stores.
@@ -63,6 +69,7 @@ class ModelSizes:
     other_bytes: int  # everything outside the blocks (embeddings, connectors, output stage)
     video_width: int  # video channels (the activations scale with it)
     block_scale_bytes: int = 0  # the blocks' quantization scales (whole on every GPU when sharded)
+    num_blocks: int = 0
 
     @property
     def total_bytes(self) -> int:
@@ -120,6 +127,11 @@ class PreFlight:
             lines.append(
                 f"  host memory: {gib(self.host_bytes_per_worker)} per worker (the whole model, cast in per call)"
             )
+        if self.chosen == WEIGHTS_LAYERS:
+            lines.append(
+                "  layers: each GPU holds a range of the blocks and runs every token of it; the hidden states "
+                "hand over once per range (no sequence parallelism: one GPU's speed, its memory split)"
+            )
         if self.chosen == WEIGHTS_SHARDED:
             lines.append(
                 "  sharded: one GPU per worker; serves every node (the GPUs gather each "
@@ -172,11 +184,14 @@ def model_sizes(
                 width = int(shape[0])
         else:
             other += size
-    return ModelSizes(sum(blocks.values()), max(blocks.values(), default=0), other, width, scales)
+    return ModelSizes(
+        sum(blocks.values()), max(blocks.values(), default=0), other, width, scales, len(blocks)
+    )
 
 
 def activation_bytes(sizes: ModelSizes, max_video_tokens: int, world_size: int, weight_dtype: str) -> int:
-    """One cond+uncond step's activations on one GPU: the tokens are split over the GPUs (SP)."""
+    """One cond+uncond step's activations on one GPU: the tokens are split over the GPUs (SP; under
+    weights layers every GPU runs all tokens: pass world_size 1)."""
     per_rank = math.ceil(max_video_tokens / world_size)
     scale = WEIGHT_DTYPE_BYTES.get(weight_dtype, 2) / 2
     return int(per_rank * sizes.video_width * ACTIVATION_BYTES_PER_TOKEN_CHANNEL_BF16 * scale)
@@ -186,6 +201,8 @@ def model_share(sizes: ModelSizes, option: str, world_size: int) -> int:
     """What one GPU holds of the model under `option`."""
     if option == WEIGHTS_REPLICATED:
         return sizes.total_bytes
+    if option == WEIGHTS_LAYERS:  # the largest contiguous range of blocks (layer_split.split_blocks)
+        return sizes.other_bytes + sizes.largest_block_bytes * math.ceil(sizes.num_blocks / world_size)
     in_flight = IN_FLIGHT_BLOCKS * sizes.largest_block_bytes
     if option == WEIGHTS_OFFLOADED:
         return sizes.other_bytes + in_flight
@@ -209,12 +226,17 @@ def plan(
     world = len(devices)
     cuda = [d for d in devices if d.startswith("cuda")]
     shared_gpu = len(set(cuda)) < len(cuda)
-    available = (WEIGHTS_REPLICATED, WEIGHTS_OFFLOADED) + (() if shared_gpu else (WEIGHTS_SHARDED,))
+    available = (
+        (WEIGHTS_REPLICATED, WEIGHTS_OFFLOADED)
+        + (() if shared_gpu else (WEIGHTS_SHARDED,))
+        + ((WEIGHTS_LAYERS,) if world > 1 else ())
+    )
     text = list(text_encoder_bytes or [0] * world)
-    activations = activation_bytes(sizes, max_video_tokens, world, weight_dtype)
     needs = {}
     for option in WEIGHT_PLACEMENTS:
         share = model_share(sizes, option, world)
+        split = 1 if option == WEIGHTS_LAYERS else world  # layers: no sequence parallelism
+        activations = activation_bytes(sizes, max_video_tokens, split, weight_dtype)
         needs[option] = tuple(
             GpuNeed(
                 device,
@@ -237,15 +259,15 @@ HOST_KEEPS = {
     WEIGHTS_REPLICATED: "nothing once loaded",
     WEIGHTS_OFFLOADED: "the whole diffusion model, cast in per call",
     WEIGHTS_SHARDED: "the layers outside the blocks, cast in per call",
+    WEIGHTS_LAYERS: "nothing once loaded",
 }
 
 
 def host_bytes(sizes: ModelSizes, option: str) -> int:
     """What one GPU worker keeps in host memory under `option` (HOST_KEEPS). Offloaded counts the whole
     model, as its resident part is only known once ComfyUI loads it: an upper bound."""
-    return {WEIGHTS_REPLICATED: 0, WEIGHTS_OFFLOADED: sizes.total_bytes, WEIGHTS_SHARDED: sizes.other_bytes}[
-        option
-    ]
+    kept = {WEIGHTS_REPLICATED: 0, WEIGHTS_OFFLOADED: sizes.total_bytes, WEIGHTS_SHARDED: sizes.other_bytes}
+    return kept.get(option, 0)
 
 
 def check_host(preflight: PreFlight, sizes: ModelSizes, available_bytes: int | None) -> None:
@@ -318,7 +340,7 @@ def largest_tokens(
     served option); None when not even TOKEN_STEP does."""
     option = option or largest_option(preflight)
     needs = preflight.needs[option]
-    world = len(needs)
+    world = 1 if option == WEIGHTS_LAYERS else len(needs)  # layers: every GPU runs all tokens
     room = min(
         n.capacity_bytes - n.model_bytes - n.text_encoder_bytes - n.runtime_bytes
         for n in needs

@@ -6,6 +6,9 @@ offloaded: the rank's GPU keeps what fits, the other layers are cast in from hos
 sharded: each rank keeps 1/N of every block, gathered just before the block runs (torch FSDP2;
 workers/engine/comfy/weights.py NOTE [sharded]): SP sampling and the loader's MODEL, fp8, int8 and nvfp4
 files too; not the TDP Upscaler, other quantized formats or ranks that share a GPU.
+layers: each rank keeps a contiguous range of the transformer blocks; the hidden states hand over between
+ranks once per range (torch.distributed broadcast, no peer access; workers/engine/comfy/layer_split.py NOTE
+[layers]). Any weight format, GGUF too; sequence parallelism and guidance groups off; not the TDP Upscaler.
 """
 
 from __future__ import annotations
@@ -13,7 +16,8 @@ from __future__ import annotations
 WEIGHTS_REPLICATED = "replicated"
 WEIGHTS_OFFLOADED = "offloaded"
 WEIGHTS_SHARDED = "sharded"
-WEIGHT_PLACEMENTS = (WEIGHTS_REPLICATED, WEIGHTS_OFFLOADED, WEIGHTS_SHARDED)
+WEIGHTS_LAYERS = "layers"
+WEIGHT_PLACEMENTS = (WEIGHTS_REPLICATED, WEIGHTS_OFFLOADED, WEIGHTS_SHARDED, WEIGHTS_LAYERS)
 # resident_bytes meaning "the rank decides" (what the GPU may still hold, less the activations).
 AUTO_RESIDENT = -1
 

@@ -73,6 +73,7 @@ def attach_call_graphs(patcher: Any, exchange: Any, enabled: bool | None = None)
     ranks ours call SP's) and a DIFFUSION_MODEL wrapper that reruns a forward whose capture failed.
     Returns the BlockGraphs (its counters), else None. `enabled`: None reads LTX2_MGPU_CUDA_GRAPHS
     (benchmarks pass it)."""
+    from .layer_split import layer_range
     from .weights import SHARDED_ATTR, budget_of
 
     device = patcher.load_device
@@ -81,6 +82,8 @@ def attach_call_graphs(patcher: Any, exchange: Any, enabled: bool | None = None)
     if not isinstance(device, torch.device) or device.type != "cuda":
         return None
     if budget_of(patcher) is not None or getattr(patcher.model, SHARDED_ATTR, 0):
+        return None
+    if layer_range(patcher.model) is not None:  # NOTE [layers]: hand-overs by torch.distributed broadcast
         return None
     inner = _block_patches(patcher)
     exchange_key, parallel = None, None

@@ -21,7 +21,13 @@ from ...wire.checks import DTYPES
 from ...wire.comfyui_root import ComfyUIRoot, ComfyUIUnusable
 from ...wire.lora_files import SwitchReport
 from ...wire.requests import LoadModel
-from ...wire.weight_placement import AUTO_RESIDENT, WEIGHTS_OFFLOADED, WEIGHTS_REPLICATED, WEIGHTS_SHARDED
+from ...wire.weight_placement import (
+    AUTO_RESIDENT,
+    WEIGHTS_LAYERS,
+    WEIGHTS_OFFLOADED,
+    WEIGHTS_REPLICATED,
+    WEIGHTS_SHARDED,
+)
 from ..protocol import Engine, InputRejected, Job
 from .model import ComfyModel, ComfyVaeFiles
 from .node_patches import PatchSets
@@ -78,19 +84,25 @@ class ComfyEngine(Engine):
         if job.device.type == "cuda":
             torch.cuda.empty_cache()
         job.progress(0, 1)
+        layered = request.weights == WEIGHTS_LAYERS and job.world_size > 1
         try:
+            from .layer_split import SoloExchange, place_layers
+
             # No VAE here: the first vae_decode / vae_encode loads it (ComfyModel.checkpoint_vae), so a
             # workflow that only samples does not pay for it.
             model = ComfyModel.load(
                 path, job.device, dtype, with_vae=False, vae_files=vae_files,
                 resident_bytes=resident_bytes(request, job.device), fp8_matmul=request.fp8_matmul,
+                place=(lambda patcher: place_layers(patcher, job.rank, job.world_size)) if layered else None,
             )  # fmt: skip
             if request.weights == WEIGHTS_SHARDED:
                 check_shardable(model.patcher)
                 shard_blocks(model.patcher, job.device, dist.group.WORLD)
         except (ValueError, RuntimeError) as exc:
             raise InputRejected(f"ComfyUI could not load {path}: {exc}") from exc
-        model.extras.update(exchange=job.head_exchange(), placement=placement, identity=identity)
+        # weights layers: every rank runs every token of its blocks (NOTE [layers]), never split.
+        exchange = SoloExchange() if layered else job.head_exchange()
+        model.extras.update(exchange=exchange, placement=placement, identity=identity)
         set_compiled(model, request.compile)
         self.model = model
         job.progress(1, 1)
@@ -229,8 +241,8 @@ def resident_bytes(request: LoadModel, device: torch.device) -> int | None:
     """The device budget of the request's weights option: None for replicated (everything resident)."""
     from .weights import auto_resident_bytes
 
-    if request.weights == WEIGHTS_REPLICATED:
-        return None
+    if request.weights in (WEIGHTS_REPLICATED, WEIGHTS_LAYERS):
+        return None  # layers: the blocks this rank keeps, all resident
     if request.weights == WEIGHTS_SHARDED:
         return 0  # every layer casts per call: the blocks' shards are gathered, the rest stays on the host
     if request.resident_bytes != AUTO_RESIDENT:

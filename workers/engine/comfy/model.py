@@ -7,6 +7,7 @@ format the user's ComfyUI reads loads here the same way. Import only after boots
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -62,6 +63,7 @@ class ComfyModel:
         vae_files: ComfyVaeFiles | None = None,
         resident_bytes: int | None = None,
         fp8_matmul: bool = False,
+        place: Callable[[Any], object] | None = None,
     ) -> ComfyModel:
         """Load `path` as ComfyUI would and put its weights on `device` (the rank's own): a file with
         a VAE as CheckpointLoaderSimple does, a diffusion model alone as UNETLoader does.
@@ -69,10 +71,18 @@ class ComfyModel:
         at most that much there and casts the rest in per call (weights offloaded, weights.py).
         `fp8_matmul`: the diffusion model alone, as UNETLoader loads it with weight_dtype fp8_e4m3fn_fast
         (weights stored in fp8 e4m3; ComfyUI's fp8 ops multiply in fp8 where the device has it, else
-        cast up per layer); a checkpoint's VAE then loads on first use, as without with_vae."""
+        cast up per layer); a checkpoint's VAE then loads on first use, as without with_vae.
+        `place`: called with the patcher before its weights move to `device` (weights layers drops the
+        blocks other ranks hold, layer_split.py)."""
         import comfy.sd
 
         from .weights import make_resident, set_budget
+
+        def resident(patcher: Any) -> None:
+            if place is not None:
+                place(patcher)
+            set_budget(patcher, resident_bytes)
+            make_resident(patcher)
 
         vae_files = vae_files or ComfyVaeFiles()
         model_options: dict[str, Any] = {"load_device": device}
@@ -83,8 +93,7 @@ class ComfyModel:
             from .gguf import load_gguf_model
 
             patcher = load_gguf_model(path, imported_root(), device, dtype)
-            set_budget(patcher, resident_bytes)
-            make_resident(patcher)
+            resident(patcher)
             return ComfyModel(path=path, dtype=dtype, patcher=patcher, vae_files=vae_files)
         if fp8_matmul:  # nodes.py UNETLoader, weight_dtype "fp8_e4m3fn_fast"
             model_options.update(dtype=FP8_WEIGHT_DTYPE, fp8_optimizations=True)
@@ -94,8 +103,7 @@ class ComfyModel:
             patcher = comfy.sd.load_diffusion_model(
                 str(path), model_options=model_options, disable_dynamic=True
             )
-            set_budget(patcher, resident_bytes)
-            make_resident(patcher)
+            resident(patcher)
             return ComfyModel(path=path, dtype=dtype, patcher=patcher, vae_files=vae_files)
         patcher, _clip, vae, _ = comfy.sd.load_checkpoint_guess_config(
             str(path),
@@ -106,8 +114,7 @@ class ComfyModel:
         )
         if patcher is None:
             raise ValueError(f"{path} holds no diffusion model that ComfyUI recognises")
-        set_budget(patcher, resident_bytes)
-        make_resident(patcher)
+        resident(patcher)
         # A diffusion-model-only file comes back with an empty VAE object: keep None (checkpoint_vae says why).
         has_vae = with_vae and vae is not None and vae.first_stage_model is not None
         vae = vae if has_vae and vae_files.video is None else None

@@ -119,6 +119,10 @@ def requested_groups(model: ComfyModel, requested: int) -> int:
     weights: ComfyUI's quantized layers give other numbers for a batch than for its parts (LTX-2.5's int8
     convrot file, natively, cond and uncond batched or not: 4e-2 / 8e-2 of the largest value apart on
     the tiny model), so splitting the batch would leave native's result."""
+    from .layer_split import layer_range
+
+    if layer_range(model.patcher.model) is not None:
+        return 1  # weights layers: every rank runs every forward (NOTE [layers])
     quantized = getattr(model.patcher.model.model_config, "quant_config", None) is not None
     return 1 if requested == GUIDANCE_AUTO and quantized else requested
 

@@ -119,8 +119,9 @@ class SequenceParallel:
 
     @staticmethod
     def for_model(exchange: HeadExchange, model: torch.nn.Module) -> SequenceParallel:
-        """The SP of ComfyUI's LTXAVModel `model` (its head counts read from the first block)."""
-        block = model.transformer_blocks[0]
+        """The SP of ComfyUI's LTXAVModel `model` (its head counts read from the first block this rank
+        holds: under weights layers the others are stand-ins, layer_split.py)."""
+        block = next(b for b in model.transformer_blocks if hasattr(b, "attn1"))
         v2a = getattr(block, "video_to_audio_attn", None)
         return SequenceParallel(
             exchange, block.attn1.heads, v2a.heads if v2a is not None else block.attn1.heads

@@ -33,7 +33,15 @@ from .tiled_cond_batch import check_conditioning
 def tdp_upscale(model: ComfyModel, job: Job, request: TdpUpscale, plan: TdpPlan) -> dict:
     """The engine's part of the tdp_upscale reply: audio_frames (stage-1 audio frames that go with the
     result) and padding_forwards (sharded weights)."""
+    from .layer_split import layer_range
+
     try:
+        if layer_range(model.patcher.model) is not None:  # NOTE [layers]: every rank runs every forward
+            raise ValueError(
+                "the TDP Upscaler deals its tiles to the GPUs, each running whole forwards, which weights "
+                "layers (each GPU holding a range of the blocks) cannot serve; load the upscale stage's model "
+                "with weights offloaded, sharded or replicated"
+            )
         positive = conditioning(request.positive, request.frame_rate)
         negative = conditioning(request.negative, request.frame_rate)
         check_conditioning(positive, "positive")

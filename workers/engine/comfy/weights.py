@@ -25,7 +25,7 @@ from typing import Any
 
 import torch
 
-from ...wire.weight_placement import WEIGHTS_OFFLOADED, WEIGHTS_REPLICATED, WEIGHTS_SHARDED
+from ...wire.weight_placement import WEIGHTS_LAYERS, WEIGHTS_OFFLOADED, WEIGHTS_REPLICATED, WEIGHTS_SHARDED
 
 # Attribute on the patcher's BaseModel (patcher.model): the bytes its weights may occupy on the device.
 BUDGET_ATTR = "ltx2_mgpu_resident_bytes"
@@ -80,7 +80,11 @@ def residency(patcher: Any) -> Residency:
     weights = WEIGHTS_REPLICATED if budget_of(patcher) is None else WEIGHTS_OFFLOADED
     if getattr(model, SHARDED_ATTR, 0):
         weights = WEIGHTS_SHARDED
+    from .layer_split import layer_range
     from .quantized_shards import stored_bytes
+
+    if layer_range(model) is not None:
+        weights = WEIGHTS_LAYERS
 
     blocks = 0
     for param in model.diffusion_model.transformer_blocks.parameters():

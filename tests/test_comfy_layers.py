@@ -1,0 +1,150 @@
+"""The loader's `weights layers` (workers/engine/comfy/layer_split.py NOTE [layers]) on CPU workers
+(opt-in: COMFYUI_PATH).
+
+The tiny LTX-2 with four transformer blocks (its two blocks and two more drawn from them, the config's
+num_layers set to match, so 3 workers hold 2 + 1 + 1): each worker holds its contiguous range and
+reports only that range's bytes, no layer streamed; the SP Sampler and native sampling on the loader's
+MODEL on 2 and 3 workers give replicated's result on one worker (every worker runs every token, as one
+worker does). The TDP Upscaler is refused under layers, naming the options that serve it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+from safetensors import safe_open
+from safetensors.torch import save_file
+from test_comfyui_native_parity import Case, comfy, errors, native_inputs, our_sample  # noqa: F401
+
+from conftest import assert_no_leaks
+from ltx2_mgpu.workers.group.manager import MGPUModel, get_manager
+
+pytestmark = pytest.mark.comfyui
+
+CASE = Case("euler_ancestral", 3.0, 3.0, sigmas="manual")
+RELATIVE_TOLERANCE = 1e-6
+BLOCKS = 4
+PREFIX = "model.diffusion_model.transformer_blocks."
+
+
+def four_block_checkpoint(source: Path, out: Path) -> Path:
+    """`source` (two blocks) with blocks 2 and 3 drawn from blocks 0 and 1 (scaled by 0.8, so no two
+    blocks are equal) and the config's num_layers set to 4."""
+    with safe_open(str(source), framework="pt") as f:
+        tensors = {k: f.get_tensor(k) for k in f.keys()}
+        metadata = dict(f.metadata())
+    for key in [k for k in tensors if k.startswith(PREFIX)]:
+        index, rest = key[len(PREFIX) :].split(".", 1)
+        tensors[f"{PREFIX}{int(index) + 2}.{rest}"] = tensors[key] * 0.8
+    config = json.loads(metadata["config"])
+    config["transformer"]["num_layers"] = BLOCKS
+    save_file(tensors, str(out), metadata={"config": json.dumps(config)})
+    return out
+
+
+@pytest.fixture(autouse=True)
+def short_sigmas(monkeypatch):
+    import test_comfyui_native_parity as native
+
+    monkeypatch.setattr(native, "MANUAL_SIGMAS", "0.909375, 0.725, 0.421875, 0.0")
+
+
+@pytest.fixture(scope="module")
+def recipe(tiny, tmp_path_factory) -> Iterator[MGPUModel]:
+    from comfyui_harness import comfyui_root
+
+    from ltx2_mgpu.workers.wire.comfyui_root import check_comfyui_root
+
+    root = check_comfyui_root(comfyui_root())
+    path = four_block_checkpoint(
+        tiny.checkpoint, tmp_path_factory.mktemp("layers") / "tiny-4-blocks.safetensors"
+    )
+    yield MGPUModel.create(
+        path,
+        devices="cpu:1",
+        dtype="float32",
+        backend="comfy",
+        comfyui_root=root.path,
+        comfyui_version=root.version,
+    )
+    get_manager().unload()
+    assert_no_leaks()
+
+
+def sample(comfy, model: MGPUModel, monkeypatch, inputs) -> tuple[list[torch.Tensor], list[dict]]:  # noqa: F811
+    import ltx2_mgpu.nodes.sp_sampler as sp
+
+    replies: list[list[dict]] = []
+    run_job = sp.run_job
+    monkeypatch.setattr(sp, "run_job", lambda *a, **k: replies.append(run_job(*a, **k)) or replies[-1])
+    out = our_sample(comfy, model, CASE, *inputs)
+    monkeypatch.setattr(sp, "run_job", run_job)
+    return out, replies[-1]
+
+
+@pytest.mark.parametrize("ranks", [2, 3])
+def test_layers_sp_sampling_is_replicated(comfy, recipe, monkeypatch, ranks):  # noqa: F811
+    inputs = native_inputs(comfy, CASE)
+    reference, replies = sample(comfy, recipe, monkeypatch, inputs)
+    whole = replies[0]["block_bytes"]
+    model = replace(recipe, devices=tuple(f"cpu:{i}" for i in range(ranks)), weights="layers")
+    ours, replies = sample(comfy, model, monkeypatch, inputs)
+    assert [r["weights"] for r in replies] == ["layers"] * ranks
+    assert [r["streamed_modules"] for r in replies] == [0] * ranks
+    held = [r["block_bytes"] for r in replies]
+    counts = [2, 2] if ranks == 2 else [2, 1, 1]  # contiguous ranges, the first ranks one more
+    assert held == [whole * n // BLOCKS for n in counts], (held, whole)
+    assert all(r["split_forwards"] == 0 for r in replies)  # every rank runs every token
+    found = errors(ours, reference)
+    print(f"\n[layers] SP Sampler {ranks} ranks vs replicated on 1: rel {[f'{r:.2e}' for _, r in found]}")
+    assert len(found) == 2 and all(rel <= RELATIVE_TOLERANCE for _, rel in found), found
+
+
+def test_layers_model_output_is_replicated(comfy, recipe):  # noqa: F811
+    """Native sampling (CFGGuider + SamplerCustomAdvanced) on the loader's MODEL, layers on 3 workers
+    against replicated on one."""
+    from ltx2_mgpu.nodes.group_model.model import build_group_model
+
+    positive, negative, latent, sigmas = native_inputs(comfy, CASE)
+    results = []
+    for model in (recipe, replace(recipe, devices=("cpu:0", "cpu:1", "cpu:2"), weights="layers")):
+        (guider,) = comfy.cs.CFGGuider.execute(build_group_model(model), positive, negative, CASE.cfg)
+        with torch.inference_mode():
+            out = comfy.cs.SamplerCustomAdvanced.execute(
+                comfy.cs.RandomNoise.execute(42)[0], guider, comfy.cs.KSamplerSelect.execute(CASE.sampler)[0],
+                sigmas, latent,
+            )[0]  # fmt: skip
+        results.append([t.clone() for t in out["samples"].unbind()])
+    found = errors(results[1], results[0])
+    print(f"\n[layers] MODEL 3 ranks vs replicated on 1: rel {[f'{r:.2e}' for _, r in found]}")
+    assert len(found) == 2 and all(rel <= RELATIVE_TOLERANCE for _, rel in found), found
+
+
+def test_the_tdp_upscaler_is_refused_under_layers():
+    from ltx2_mgpu.workers.engine.comfy.layer_split import LAYERS_ATTR
+    from ltx2_mgpu.workers.rank.ops import InputRejected
+    from ltx2_mgpu.workers.rank.ops_tdp_comfy import tdp_upscale_comfy
+
+    model = SimpleNamespace(patcher=SimpleNamespace(model=SimpleNamespace(**{LAYERS_ATTR: (0, 2)})))
+    job = SimpleNamespace(runtime=SimpleNamespace(device=torch.device("cpu")))
+    with pytest.raises(
+        InputRejected, match=r"the TDP Upscaler deals its tiles .* weights offloaded, sharded or replicated"
+    ):
+        tdp_upscale_comfy(job, model, request=None)
+
+
+def test_split_blocks_is_contiguous_and_even():
+    from ltx2_mgpu.workers.engine.comfy.layer_split import split_blocks
+
+    assert split_blocks(48, 3) == [range(0, 16), range(16, 32), range(32, 48)]
+    assert split_blocks(4, 3) == [range(0, 2), range(2, 3), range(3, 4)]
+    with pytest.raises(
+        ValueError, match="each of the 5 workers at least one of the model's 4 transformer blocks"
+    ):
+        split_blocks(4, 5)
