@@ -179,18 +179,16 @@ def ranks(request, native) -> Iterator[int]:
 @pytest.mark.parametrize("qtype", QTYPES)
 @pytest.mark.parametrize("family", FAMILIES)
 def test_gguf_matches_unetloadergguf(native, ranks, family, qtype):
-    from ltx2_mgpu.nodes.loader import LTX2MGPULoader
-    from ltx2_mgpu.nodes.sp_sampler import LTX2SPSampler
+    from ltx2_mgpu.nodes.loader import load_model
+    from ltx2_mgpu.nodes.sp_sampler import sample_latent
 
     path = native.files[(family, qtype)]
     vae = {"video_vae_name": native.tiny25.video_vae.name} if family == "2.5" else {}
-    mgpu, model, info = LTX2MGPULoader().load(
-        path.name, f"cpu:{ranks}", "float32", guidance_parallel="off", **vae
-    )
+    mgpu, model, info = load_model(path.name, f"cpu:{ranks}", "float32", guidance_parallel="off", **vae)
     assert f"LTX-{family}" in info and f"GGUF {qtype}" in info, info
     expected = native_result(native, family, qtype)
     args = inputs(native, family)
-    (out,) = LTX2SPSampler().sample(mgpu, *args[:2], args[2], args[3], "euler_ancestral", CFG, CFG, SEED)
+    (out,) = sample_latent(mgpu, *args[:2], args[2], args[3], "euler_ancestral", CFG, CFG, SEED)
     results = {
         "SP Sampler": [t.clone() for t in out["samples"].unbind()],
         "MODEL": cfg_sample(native, model, *args),
@@ -206,14 +204,14 @@ def test_gguf_under_weights_layers_matches_unetloadergguf(native, ranks):
     its two blocks (the pack's GGML layers among them), the SP Sampler against UnetLoaderGGUF's MODEL."""
     if ranks != 2:
         pytest.skip("the tiny transformers have two blocks: weights layers runs on 2 workers")
-    from ltx2_mgpu.nodes.loader import LTX2MGPULoader
-    from ltx2_mgpu.nodes.sp_sampler import LTX2SPSampler
+    from ltx2_mgpu.nodes.loader import load_model
+    from ltx2_mgpu.nodes.sp_sampler import sample_latent
 
     path = native.files[("2.3", "Q6_K")]
-    mgpu, _model, info = LTX2MGPULoader().load(path.name, "cpu:2", "float32", weights="layers")
+    mgpu, _model, info = load_model(path.name, "cpu:2", "float32", weights="layers")
     assert "weights layers" in info, info
     args = inputs(native, "2.3")
-    (out,) = LTX2SPSampler().sample(mgpu, *args[:2], args[2], args[3], "euler_ancestral", CFG, CFG, SEED)
+    (out,) = sample_latent(mgpu, *args[:2], args[2], args[3], "euler_ancestral", CFG, CFG, SEED)
     found = [relative(a, b) for a, b in zip(out["samples"].unbind(), native_result(native, "2.3", "Q6_K"))]
     print(f"\n[GGUF Q6_K] LTX-2.3 SP Sampler, weights layers on 2: rel {[f'{r:.2e}' for r in found]}")
     assert len(found) == 2 and max(found) <= RELATIVE_TOLERANCE, found

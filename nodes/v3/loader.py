@@ -126,7 +126,10 @@ class LTX2MGPULoader(io.ComfyNode):
                     "(fastest); offloaded = each GPU keeps what fits and casts the other layers in from host memory "
                     "per step (for GPUs too small for a copy; slower; needs host memory for a copy per GPU); "
                     "sharded = each GPU keeps 1/N of every block and gathers a block just before it runs (one GPU "
-                    "per worker; every node). The console's pre-flight shows what fits. Same video either way.",
+                    "per worker; every node); layers = each GPU holds a range of the blocks and hands the "
+                    "activations on once per range (no peer access needed, any format incl. GGUF; no sequence "
+                    "parallelism: one GPU's speed; not the TDP Upscaler). The console's pre-flight shows what "
+                    "fits. Same video either way.",
                 ),
             ],
             # MODEL comes after MGPU_MODEL: saved workflows link outputs by position.
