@@ -15,9 +15,10 @@ from ..workers.wire.checks import ForwardMode
 from ..workers.wire.constants import DEFAULT_MAX_VIDEO_TOKENS
 from ..workers.wire.file_pairing import check_comfy_readable, check_vae_is_not_a_checkpoint
 from ..workers.wire.gguf_checks import check_gguf_loadable
+from ..workers.wire.gguf_files import is_gguf_file
 from ..workers.wire.ltx_files import check_vae_files, read_model_file_info
 from ..workers.wire.model_family import ModelFamily, detect_model_family
-from ..workers.wire.weight_placement import WEIGHTS_LAYERS, WEIGHTS_OFFLOADED, WEIGHTS_REPLICATED
+from ..workers.wire.weight_placement import WEIGHTS_OFFLOADED, WEIGHTS_REPLICATED
 from . import comfy, jobs
 from .mgpu_lora import NO_LORA, lora_entry
 
@@ -68,16 +69,10 @@ def load_model(
     options = LoaderOptions(
         file_name=path.name, family=found.family, weight_format=found.weight_format, mode=mode,
         weight_dtype=weight_dtype, compile_blocks=bool(compile_blocks), fp8_matmul=bool(fp8_matmul),
-        weights=weights, guidance_groups=guidance_groups, devices=placement.devices,
+        weights=weights, guidance_groups=guidance_groups, devices=placement.devices, gguf=is_gguf_file(path),
     )  # fmt: skip
-    check_loader_options(capabilities(backend.backend), options)
+    check_loader_options(capabilities(backend.backend), options)  # GGUF files' rows too
     check_gguf_loadable(path, backend.backend, backend.root_path, weights)  # GGUF: the ComfyUI-GGUF pack
-    if weights == WEIGHTS_LAYERS and guidance_groups > 1:
-        raise ValueError(
-            f"guidance_parallel {guidance_parallel} splits the GPUs into groups running different passes, but "
-            "weights layers needs every GPU in every forward (each holds a range of the blocks); set "
-            "guidance_parallel to off, or weights to another option"
-        )
     # Before any worker loads a weight: per GPU what the option needs, refused when it does not fit.
     plan, reserve_bytes = preflight(
         header.shapes, header.dtypes, placement.devices, weights, max_video_tokens, weight_dtype

@@ -126,17 +126,17 @@ def test_layers_model_output_is_replicated(comfy, recipe):  # noqa: F811
     assert len(found) == 2 and all(rel <= RELATIVE_TOLERANCE for _, rel in found), found
 
 
-def test_the_tdp_upscaler_is_refused_under_layers():
+def test_the_tdp_upscaler_is_refused_under_layers(comfy):  # noqa: F811 (ComfyUI imported: tdp_job needs it)
     from ltx2_mgpu.workers.engine.comfy.layer_split import LAYERS_ATTR
-    from ltx2_mgpu.workers.rank.ops import InputRejected
-    from ltx2_mgpu.workers.rank.ops_tdp_comfy import tdp_upscale_comfy
+    from ltx2_mgpu.workers.engine.comfy.tdp_job import tdp_upscale
+    from ltx2_mgpu.workers.engine.protocol import InputRejected
 
     model = SimpleNamespace(patcher=SimpleNamespace(model=SimpleNamespace(**{LAYERS_ATTR: (0, 2)})))
-    job = SimpleNamespace(runtime=SimpleNamespace(device=torch.device("cpu")))
+    job = SimpleNamespace(device=torch.device("cpu"))
     with pytest.raises(
         InputRejected, match=r"the TDP Upscaler deals its tiles .* weights offloaded, sharded or replicated"
     ):
-        tdp_upscale_comfy(job, model, request=None)
+        tdp_upscale(model, job, request=None, plan=None)
 
 
 def test_split_blocks_is_contiguous_and_even():

@@ -6,6 +6,7 @@ config, a missing pack), where the ComfyUI-GGUF pack is found, and the writer's 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -21,11 +22,14 @@ from ltx2_mgpu.workers.embedded.gguf_writer import (  # noqa: E402
     tensor_type,
     write_gguf,
 )
+from ltx2_mgpu.workers.wire import capabilities  # noqa: E402
+from ltx2_mgpu.workers.wire.capabilities import COMFY, LTXCORE, LoaderOptions, check_loader_options  # noqa: E402
 from ltx2_mgpu.workers.wire.file_pairing import check_comfy_readable  # noqa: E402
-from ltx2_mgpu.workers.wire.gguf_checks import check_gguf_loadable, check_gguf_model  # noqa: E402
+from ltx2_mgpu.workers.wire.gguf_checks import check_gguf_loadable, check_gguf_model, gguf_model_header  # noqa: E402
 from ltx2_mgpu.workers.wire.gguf_files import GGML_TYPES, read_gguf_header  # noqa: E402
 from ltx2_mgpu.workers.wire.gguf_pack import GGUF_PACK_ENV, find_gguf_pack, require_gguf_pack  # noqa: E402
 from ltx2_mgpu.workers.wire.memory_plan import model_sizes  # noqa: E402
+from ltx2_mgpu.workers.wire.model_family import detect_model_family  # noqa: E402
 from ltx2_mgpu.workers.wire.model_files import read_safetensors_header  # noqa: E402
 
 PINNED_PACK = Path(__file__).resolve().parents[2] / "shared" / "comfyui-gguf"
@@ -159,6 +163,55 @@ def test_a_gguf_needs_the_comfy_backend_and_no_sharding(tmp_path):
         ValueError, match=r"m\.gguf is a GGUF file, whose quantized blocks weights sharded cannot"
     ):
         check_gguf_loadable(path, "comfy", "", "sharded")
+
+
+def _options(path: Path, **changes) -> LoaderOptions:
+    header = gguf_model_header(path)
+    found = detect_model_family(header.shapes, header.dtypes, header.metadata)
+    options = LoaderOptions(
+        file_name=path.name, family=found.family, weight_format=found.weight_format, mode="comfyui",
+        weight_dtype="bfloat16", compile_blocks=False, fp8_matmul=False, weights="replicated",
+        guidance_groups=1, devices=("cpu", "cpu"), gguf=True,
+    )  # fmt: skip
+    return replace(options, **changes)
+
+
+def test_loader_options_a_gguf_does_not_take_are_refused_naming_the_file(tmp_path, monkeypatch):
+    """The engines' capability rows for GGUF files: ComfyUI's engine with replicated, offloaded or layers;
+    fp8_matmul and compile_blocks refused naming the file and what to change; ltx-core refused."""
+    monkeypatch.setattr(capabilities, "has_cxx_compiler", lambda: True)
+    path = write_gguf(ltx_tensors("2.3"), tmp_path / "m.gguf", "Q8_0", {"transformer": {}})
+    for weights in ("replicated", "offloaded", "layers"):
+        check_loader_options(COMFY, _options(path, weights=weights))
+    with pytest.raises(ValueError, match=r"m\.gguf is a GGUF file, whose quantized blocks weights sharded"):
+        check_loader_options(COMFY, _options(path, weights="sharded"))
+    with pytest.raises(
+        ValueError,
+        match=r"fp8_matmul stores .* m\.gguf is a GGUF file, quantized already \(GGUF Q8_0.*Turn fp8_matmul off",
+    ):
+        check_loader_options(COMFY, _options(path, fp8_matmul=True))
+    with pytest.raises(
+        ValueError, match=r"compile_blocks is not served with GGUF files: m\.gguf.*Turn compile_blocks off"
+    ):
+        check_loader_options(COMFY, _options(path, compile_blocks=True))
+    with pytest.raises(ValueError, match=r"m\.gguf is a GGUF file.*the ltx-core engine does not read it"):
+        check_loader_options(LTXCORE, _options(path, family="LTX-2"))
+
+
+def test_layers_refuses_guidance_groups_and_compile_blocks(tmp_path, monkeypatch):
+    monkeypatch.setattr(capabilities, "has_cxx_compiler", lambda: True)
+    path = write_gguf(ltx_tensors("2.3"), tmp_path / "m.gguf", "Q8_0", {"transformer": {}})
+    plain = _options(path, gguf=False, weight_format="bf16", weights="layers")
+    with pytest.raises(
+        ValueError, match=r"guidance_parallel 2 splits the GPUs .* weights layers needs every GPU"
+    ):
+        check_loader_options(COMFY, replace(plain, guidance_groups=2))
+    with pytest.raises(
+        ValueError, match=r"weights layers hands the activations over between GPUs.*compile_blocks off"
+    ):
+        check_loader_options(COMFY, replace(plain, compile_blocks=True))
+    with pytest.raises(ValueError, match=r"weights layers is not served by the ltx-core engine"):
+        check_loader_options(LTXCORE, replace(plain, family="LTX-2"))
 
 
 @pytest.mark.parametrize(

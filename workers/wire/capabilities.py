@@ -18,7 +18,13 @@ import torch
 from .backend import BACKEND_COMFY, BACKEND_LTXCORE
 from .checks import ForwardMode, check_compilable, check_fp8_dtype, parse_dtype
 from .model_family import LTX2, LTX23, LTX25
-from .weight_placement import WEIGHT_PLACEMENTS, WEIGHTS_REPLICATED
+from .weight_placement import (
+    WEIGHT_PLACEMENTS,
+    WEIGHTS_LAYERS,
+    WEIGHTS_OFFLOADED,
+    WEIGHTS_REPLICATED,
+    WEIGHTS_SHARDED,
+)
 
 # The extra that installs ltx-core with the pack (pyproject.toml [project.optional-dependencies]).
 LTXCORE_EXTRA = "comfyui-ltx2-multigpu[ltxcore]"
@@ -35,7 +41,9 @@ FLOAT_FORMATS = ("bf16", "fp16", "fp32")
 class EngineCapabilities:
     """One engine's row. commands: the worker commands it serves; families: the LTX releases its
     transformer runs; modes: the loader modes it computes; compile_placements: the weights options
-    compile_blocks runs with; fp8_matmul_formats: the file weight formats fp8_matmul applies to; package: the Python package it needs beyond the pack's requirements ("" none);
+    compile_blocks runs with; fp8_matmul_formats: the file weight formats fp8_matmul applies to;
+    gguf_placements: the weights options a GGUF file loads with (the ComfyUI-GGUF pack's loader and ops;
+    () none); package: the Python package it needs beyond the pack's requirements ("" none);
     refusal: how a refusal of a command it lacks goes on ("<what> " + refusal)."""
 
     engine: str
@@ -47,6 +55,7 @@ class EngineCapabilities:
     compile_placements: tuple[str, ...]
     fp8_matmul_formats: tuple[str, ...]
     fp8_matmul_meaning: str
+    gguf_placements: tuple[str, ...]
     tdp_preview: bool
     native_guider: bool
     guidance_groups: bool
@@ -87,6 +96,9 @@ COMFY = EngineCapabilities(
         "UNETLoader's weight_dtype fp8_e4m3fn_fast runs them (files already in fp8 scaled, int8 or fp4 run "
         "their own quantized kernels without it)"
     ),
+    # GGUF: the pack's GGML tensors, dequantized per layer as it runs. Not sharded: FSDP2 would split the
+    # blocks' packed bytes, a layout it cannot take.
+    gguf_placements=(WEIGHTS_REPLICATED, WEIGHTS_OFFLOADED, WEIGHTS_LAYERS),
     tdp_preview=True,
     native_guider=True,
     guidance_groups=True,
@@ -112,6 +124,7 @@ LTXCORE = EngineCapabilities(
         "the block linears held in fp8 with one scale each and multiplied in fp8 by torch._scaled_mm "
         "(workers/engine/ltxcore/fp8_linear.py)"
     ),
+    gguf_placements=(),
     tdp_preview=True,
     native_guider=False,
     guidance_groups=False,
@@ -148,7 +161,7 @@ def check_installed(caps: EngineCapabilities) -> None:
 @dataclass(frozen=True)
 class LoaderOptions:
     """What the MGPU Loader was asked for, as the capability checks read it. weight_format: the file's
-    (ModelFamily.weight_format); devices: the group's ("cpu", "cuda:0", ...)."""
+    (ModelFamily.weight_format); devices: the group's ("cpu", "cuda:0", ...); gguf: the file is a GGUF."""
 
     file_name: str
     family: str
@@ -160,6 +173,7 @@ class LoaderOptions:
     weights: str
     guidance_groups: int
     devices: tuple[str, ...]
+    gguf: bool = False
 
 
 def check_loader_options(caps: EngineCapabilities, options: LoaderOptions) -> None:
@@ -170,6 +184,8 @@ def check_loader_options(caps: EngineCapabilities, options: LoaderOptions) -> No
             f"{options.file_name} is {options.family}; {caps.title} runs {', '.join(caps.families)} only. "
             f"{_other_engine(caps)}"
         )
+    if options.gguf:
+        check_gguf_options(caps, options)
     if options.weights not in caps.weight_placements:
         raise ValueError(
             f"weights {options.weights} is not served by {caps.title} (it serves "
@@ -180,16 +196,63 @@ def check_loader_options(caps: EngineCapabilities, options: LoaderOptions) -> No
             f"guidance_parallel is not served by {caps.title}; set guidance_parallel to auto or off. "
             f"{_other_engine(caps)}"
         )
+    if options.guidance_groups > 1 and options.weights == WEIGHTS_LAYERS:
+        raise ValueError(
+            f"guidance_parallel {options.guidance_groups} splits the GPUs into groups running different passes, "
+            "but weights layers needs every GPU in every forward (each holds a range of the blocks); set "
+            "guidance_parallel to off, or weights to another option"
+        )
     if options.compile_blocks:
         check_compile_blocks(caps, ForwardMode(options.mode), options.devices)
         if options.weights not in caps.compile_placements:
             raise ValueError(
                 f"compile_blocks runs with weights {' or '.join(caps.compile_placements)} on {caps.title}; "
-                f"weights {options.weights} casts or gathers the blocks' weights inside them. Turn compile_blocks "
-                "off, or set weights to replicated"
+                f"weights {options.weights} {_INSIDE_BLOCKS.get(options.weights, 'is not compiled yet')}. Turn "
+                "compile_blocks off, or set weights to replicated"
             )
     if options.fp8_matmul:
         check_fp8_matmul(caps, options.weight_format, options.weight_dtype, options.devices)
+
+
+# What a weights option does inside the blocks that compile_blocks has not been tested with.
+_INSIDE_BLOCKS = {
+    WEIGHTS_OFFLOADED: "casts the blocks' weights in inside them",
+    WEIGHTS_SHARDED: "gathers each block's weights inside it",
+    WEIGHTS_LAYERS: "hands the activations over between GPUs inside the blocks",
+}
+
+
+def check_gguf_placement(caps: EngineCapabilities, file_name: str, weights: str) -> None:
+    """A GGUF file on this engine with this weights option (ValueError naming the file and what to change).
+    The ComfyUI-GGUF pack beside ComfyUI is checked apart (gguf_pack.require_gguf_pack)."""
+    if not caps.gguf_placements:
+        raise ValueError(
+            f"{file_name} is a GGUF file, which the workers load with ComfyUI's model stack and the ComfyUI-GGUF "
+            f"pack; {caps.title} does not read it: run it inside ComfyUI (or with COMFYUI_PATH set), mode comfyui"
+        )
+    if weights not in caps.gguf_placements:
+        raise ValueError(
+            f"{file_name} is a GGUF file, whose quantized blocks weights {weights} cannot split; set the "
+            f"loader's weights to {' or '.join(caps.gguf_placements)}"
+        )
+
+
+def check_gguf_options(caps: EngineCapabilities, options: LoaderOptions) -> None:
+    """check_gguf_placement, then the speed options a GGUF file does not take."""
+    check_gguf_placement(caps, options.file_name, options.weights)
+    if options.fp8_matmul:
+        raise ValueError(
+            f"fp8_matmul stores a float file's weights in fp8 at load; {options.file_name} is a GGUF file, "
+            f"quantized already ({options.weight_format}), which the ComfyUI-GGUF pack dequantizes per layer as "
+            "it runs. Turn fp8_matmul off: the file's own format is what runs (or pick the release's bf16 file "
+            "to use fp8_matmul)"
+        )
+    if options.compile_blocks:
+        raise ValueError(
+            f"compile_blocks is not served with GGUF files: {options.file_name}'s layers are the ComfyUI-GGUF "
+            "pack's, which dequantize their GGML blocks per call and have not been compiled here. Turn "
+            "compile_blocks off"
+        )
 
 
 def check_compile_blocks(caps: EngineCapabilities, mode: ForwardMode, devices: Sequence[str]) -> None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .backend import BACKEND_COMFY
 from .gguf_files import (
     ARCH_KEY,
     CONFIG_KEY,
@@ -24,7 +23,6 @@ from .gguf_files import (
 from .gguf_pack import require_gguf_pack
 from .model_family import LTX2, LTX23, LTX25, detect_model_family
 from .model_files import SafetensorsHeader
-from .weight_placement import WEIGHTS_LAYERS, WEIGHTS_SHARDED
 
 if TYPE_CHECKING:
     from .ltx_files import ModelFileInfo
@@ -93,21 +91,13 @@ def gguf_model_file_info(path: str | Path) -> ModelFileInfo:
 
 
 def check_gguf_loadable(path: str | Path, backend: str, comfyui_root: str, weights: str) -> None:
-    """For a GGUF file: ValueError unless the workers run ComfyUI's model stack (`backend` "comfy") with
-    the ComfyUI-GGUF pack beside it (gguf_pack.require_gguf_pack) and `weights` is not sharded (FSDP2
-    would shard the GGML blocks' raw bytes, a layout it does not take). Other files pass."""
+    """For a GGUF file: ValueError unless the workers' engine (`backend`) loads GGUF files with `weights`
+    (capabilities.check_gguf_placement: ComfyUI's engine, not sharded) and the ComfyUI-GGUF pack is beside
+    that ComfyUI (gguf_pack.require_gguf_pack). Other files pass."""
     if not is_gguf_file(path):
         return
+    from .capabilities import capabilities, check_gguf_placement  # imports torch: only for a GGUF
+
     name = Path(path).name
-    if weights == WEIGHTS_SHARDED:
-        raise ValueError(
-            f"{name} is a GGUF file, whose quantized blocks weights sharded cannot split; set the loader's "
-            f"weights to {WEIGHTS_LAYERS} (a range of blocks per GPU), offloaded or replicated"
-        )
-    if backend != BACKEND_COMFY:
-        raise ValueError(
-            f"{name} is a GGUF file, which the workers load with ComfyUI's model stack and the ComfyUI-GGUF "
-            "pack: run it inside ComfyUI (or with COMFYUI_PATH set), mode comfyui, compile_blocks and "
-            "fp8_matmul off"
-        )
+    check_gguf_placement(capabilities(backend), name, weights)
     require_gguf_pack(name, comfyui_root)
