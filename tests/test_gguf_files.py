@@ -28,7 +28,7 @@ from ltx2_mgpu.workers.wire.file_pairing import check_comfy_readable  # noqa: E4
 from ltx2_mgpu.workers.wire.gguf_checks import check_gguf_loadable, check_gguf_model, gguf_model_header  # noqa: E402
 from ltx2_mgpu.workers.wire.gguf_files import GGML_TYPES, read_gguf_header  # noqa: E402
 from ltx2_mgpu.workers.wire.gguf_pack import GGUF_PACK_ENV, find_gguf_pack, require_gguf_pack  # noqa: E402
-from ltx2_mgpu.workers.wire.memory_plan import model_sizes  # noqa: E402
+from ltx2_mgpu.workers.wire.memory_plan import model_sizes, plan  # noqa: E402
 from ltx2_mgpu.workers.wire.model_family import detect_model_family  # noqa: E402
 from ltx2_mgpu.workers.wire.model_files import read_safetensors_header  # noqa: E402
 
@@ -85,6 +85,10 @@ def test_safetensors_header_of_a_gguf_sizes_the_stored_bytes(tmp_path):
     quantized = sum(t.size_bytes for t in blocks if t.ggml_type == "Q8_0")
     floats = sum(t.size_bytes // 4 * 2 for t in blocks if t.ggml_type == "F32")  # cast to bf16 on load
     assert quantized > 0 and sizes.blocks_bytes == quantized + floats  # Q8_0 kept at 34 bytes per 32 values
+    # The pre-flight never proposes sharded for a GGUF (the engines' rows refuse it) and says why.
+    found = plan(sizes, ["cuda:0", "cuda:1"], [16 << 30] * 2, "replicated", 4096, "bfloat16")
+    assert sizes.gguf and "sharded" not in found.available and found.recommended == "replicated"
+    assert "(not for GGUF files)" in found.console_block()
 
 
 def test_a_truncated_gguf_is_refused_naming_the_file(tmp_path):

@@ -128,6 +128,7 @@ def test_layers_holds_a_range_of_blocks_and_every_token():
     assert host_bytes(sizes, "layers") == 0
     alone = plan(sizes, ["cuda:0"], [80 * GIB], "replicated", TOKENS, "bfloat16")
     assert "layers" not in alone.available
+    assert "(2 or more workers)" in alone.console_block() and not sizes.gguf
 
 
 def test_a_size_nothing_fits_names_the_largest_that_does():

@@ -81,7 +81,8 @@ class LTX2MGPULoader(io.ComfyNode):
                     optional=True,
                     tooltip="torch.compile the transformer blocks in every worker (mode comfyui only). The first "
                     "run at a new resolution compiles for 17-23 s (an H200 machine); later steps run faster "
-                    "(measured gain in the README). Same results within float rounding.",
+                    "(measured gain in the README). Same results within float rounding. Weights replicated only; "
+                    "not for GGUF files.",
                 ),
                 io.Boolean.Input(
                     "fp8_matmul",
@@ -89,7 +90,8 @@ class LTX2MGPULoader(io.ComfyNode):
                     optional=True,
                     tooltip="Keep the transformer blocks' linear layers in fp8 and multiply in fp8 (Hopper/Ada "
                     "GPUs, weight_dtype bfloat16): 16 GB less memory per GPU for the 19B, and faster together with "
-                    "compile_blocks. Results differ slightly from bf16 (fp8 rounding).",
+                    "compile_blocks. Results differ slightly from bf16 (fp8 rounding). For bf16/fp16/fp32 files "
+                    "(not fp8, int8, fp4 or GGUF files, which run their own format).",
                 ),
                 io.Combo.Input(
                     "video_vae_name",

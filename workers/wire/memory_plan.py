@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .gguf_files import GGML_BLOCKS, GGML_FLOAT_TYPES, element_bytes
 from .weight_placement import (
@@ -70,6 +70,7 @@ class ModelSizes:
     video_width: int  # video channels (the activations scale with it)
     block_scale_bytes: int = 0  # the blocks' quantization scales (whole on every GPU when sharded)
     num_blocks: int = 0
+    gguf: bool = False  # GGML-quantized blocks (a GGUF file): sharded cannot split them
 
     @property
     def total_bytes(self) -> int:
@@ -106,6 +107,7 @@ class PreFlight:
     recommended: str | None  # None: no served option fits
     host_bytes_per_worker: int  # offloaded keeps the whole model in every worker's host memory
     available: tuple[str, ...]
+    why_not: Mapping[str, str] = field(default_factory=dict)  # an option not available: why
 
     def fits(self, option: str) -> bool:
         return all(need.fits for need in self.needs[option])
@@ -119,7 +121,7 @@ class PreFlight:
             lines.append(f"  {describe_need(need)}")
         per_option = ", ".join(
             f"{o} {gib(max(n.total_bytes for n in self.needs[o]))}"
-            + ("" if o in self.available else " (not on shared GPUs)")
+            + ("" if o in self.available else f" ({self.why_not.get(o, 'not served')})")
             for o in WEIGHT_PLACEMENTS
         )
         lines.append(f"  per GPU: {per_option}; recommended: {self.recommended or 'none fits'}")
@@ -164,7 +166,7 @@ def model_sizes(
     """The diffusion model's sizes from a safetensors header (shapes, dtypes), float weights at `weight_dtype`."""
     cast = WEIGHT_DTYPE_BYTES.get(weight_dtype, 2)
     blocks: dict[str, int] = {}
-    other, width, scales = 0, 0, 0
+    other, width, scales, gguf = 0, 0, 0, False
     for key, shape in shapes.items():
         name = next((key[len(p) :] for p in DIFFUSION_PREFIXES if key.startswith(p)), key)
         if name.startswith(NOT_DIFFUSION) or name.endswith(QUANT_FORMAT_SUFFIX):
@@ -173,6 +175,7 @@ def model_sizes(
         scale = name.endswith(QUANT_SCALE_SUFFIXES)  # kept at its stored dtype, not cast
         if stored in GGML_BLOCKS and stored not in GGML_FLOAT_TYPES:
             size = math.ceil(math.prod(shape) * element_bytes(stored))  # GGUF: kept quantized (GGMLOps)
+            gguf = gguf or name.startswith("transformer_blocks.")
         else:
             item = cast if stored in FLOAT_DTYPES and not scale else SAFETENSORS_ITEM_BYTES.get(stored, 2)
             size = math.prod(shape) * item
@@ -185,7 +188,7 @@ def model_sizes(
         else:
             other += size
     return ModelSizes(
-        sum(blocks.values()), max(blocks.values(), default=0), other, width, scales, len(blocks)
+        sum(blocks.values()), max(blocks.values(), default=0), other, width, scales, len(blocks), gguf
     )
 
 
@@ -222,15 +225,18 @@ def plan(
     text_encoder_bytes: Sequence[int] | None = None,
 ) -> PreFlight:
     """Every option's needs per GPU; `recommended` is the first served option that fits, in the order
-    replicated (fastest), offloaded (serves every node), sharded (not on workers sharing a GPU)."""
+    replicated (fastest), offloaded (serves every node), sharded (not on workers sharing a GPU, not for a
+    GGUF), layers (2 or more workers)."""
     world = len(devices)
     cuda = [d for d in devices if d.startswith("cuda")]
-    shared_gpu = len(set(cuda)) < len(cuda)
-    available = (
-        (WEIGHTS_REPLICATED, WEIGHTS_OFFLOADED)
-        + (() if shared_gpu else (WEIGHTS_SHARDED,))
-        + ((WEIGHTS_LAYERS,) if world > 1 else ())
-    )
+    why_not = {}
+    if len(set(cuda)) < len(cuda):
+        why_not[WEIGHTS_SHARDED] = "not on shared GPUs"
+    if sizes.gguf:
+        why_not[WEIGHTS_SHARDED] = "not for GGUF files"
+    if world < 2:
+        why_not[WEIGHTS_LAYERS] = "2 or more workers"
+    available = tuple(o for o in WEIGHT_PLACEMENTS if o not in why_not)
     text = list(text_encoder_bytes or [0] * world)
     needs = {}
     for option in WEIGHT_PLACEMENTS:
@@ -250,7 +256,13 @@ def plan(
         )
     fitting = [o for o in available if all(n.fits for n in needs[o])]
     return PreFlight(
-        chosen, max_video_tokens, needs, fitting[0] if fitting else None, sizes.total_bytes, available
+        chosen,
+        max_video_tokens,
+        needs,
+        fitting[0] if fitting else None,
+        sizes.total_bytes,
+        available,
+        why_not,
     )
 
 
