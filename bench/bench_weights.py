@@ -7,7 +7,10 @@ memory capped by torch.cuda.set_per_process_memory_fraction, per option, against
   activations of the largest size run and the runtime's own, as the loader's pre-flight estimates);
   the other layers are cast in from host memory per call;
 - sharded, capped: FSDP2 over the blocks; needs one GPU per worker (NCCL refuses two ranks on one GPU),
-  so on workers sharing a GPU it is recorded as skipped with that reason.
+  so on workers sharing a GPU it is recorded as skipped with that reason;
+- layers, capped: each worker holds a contiguous range of the blocks (drawn whole on the GPU, the other
+  ranges dropped before the cap) and runs every token of it, the hidden states broadcast once per range
+  (workers/engine/comfy/layer_split.py NOTE [layers]; gloo through host memory on a shared GPU).
 
 Reported per option and size: step times (ms, the first step not counted), the median against
 replicated's, peak GPU memory per worker (torch.cuda.max_memory_allocated), and what each worker keeps
@@ -48,7 +51,7 @@ from ltx2_mgpu.workers.wire.released_configs import LTX2_19B_TRANSFORMER
 from ltx2_mgpu.workers.wire.requests import BENCH_WEIGHT_FORMATS
 
 GIB = 2**30
-OPTIONS = ("replicated", "offloaded", "sharded")
+OPTIONS = ("replicated", "offloaded", "sharded", "layers")
 
 
 def reserve_bytes(config: dict, tokens: int, world_size: int, dtype: str) -> int:

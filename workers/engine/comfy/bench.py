@@ -21,7 +21,7 @@ from ...wire.comfyui_root import ComfyUIRoot
 from ...wire.model_call import ATTENTION_BACKEND_KEY
 from ...wire.released_configs import LTX2_19B_TRANSFORMER
 from ...wire.requests import ComfyBenchStep, ComfyLoadRandomModel
-from ...wire.weight_placement import WEIGHTS_REPLICATED, WEIGHTS_SHARDED
+from ...wire.weight_placement import WEIGHTS_LAYERS, WEIGHTS_REPLICATED, WEIGHTS_SHARDED
 from ..protocol import InputRejected, Job
 from .model import ComfyModel
 from .random_model import comfy_random_model, context_width
@@ -105,6 +105,7 @@ def load_random_model(job: Job, request: ComfyLoadRandomModel) -> tuple[ComfyMod
     """ComfyUI's LTXAVModel of `config` (default: the 19B shape), random, in the weight format `weights`
     (random_model.WEIGHT_FORMATS), and the reply."""
     from .bootstrap import import_comfyui
+    from .layer_split import SoloExchange
 
     device = job.device
     import_comfyui(ComfyUIRoot(request.comfyui_root, "unknown"), device)
@@ -112,13 +113,17 @@ def load_random_model(job: Job, request: ComfyLoadRandomModel) -> tuple[ComfyMod
     config = dict(request.config or LTX2_19B_TRANSFORMER)
     if device.type == "cuda":
         torch.cuda.empty_cache()
+    layered = request.placement == WEIGHTS_LAYERS and job.world_size > 1
     if request.placement == WEIGHTS_REPLICATED:
         cap_gpu_memory(device, request.memory_cap_bytes)
         patcher = comfy_random_model(config, device, dtype, request.seed, request.weights)
+    elif layered:
+        patcher = layers_random_model(job, config, dtype, request)
     else:
         patcher = host_random_model(job, config, dtype, request)
     model = ComfyModel(path=Path("<random>"), dtype=dtype, patcher=patcher)
-    model.extras.update(exchange=job.head_exchange(), config=config)
+    # weights layers: every rank runs every token of its blocks (NOTE [layers]).
+    model.extras.update(exchange=SoloExchange() if layered else job.head_exchange(), config=config)
     params = sum(p.numel() for p in model.diffusion_model.parameters())
     weights_bytes = torch.cuda.memory_allocated(device) if device.type == "cuda" else 0
     return model, {
@@ -152,6 +157,27 @@ def host_random_model(job, config: dict, dtype: torch.dtype, request: ComfyLoadR
     make_resident(patcher)
     if sharded:
         shard_blocks(patcher, device, dist.group.WORLD)
+    return patcher
+
+
+def layers_random_model(job, config: dict, dtype: torch.dtype, request: ComfyLoadRandomModel) -> Any:
+    """The random model under weights layers: drawn whole on the rank's device (every rank the same
+    weights, as from one file), the blocks other ranks hold dropped (layer_split.place_layers), then the
+    cap, so the capped GPU holds only this rank's range and the layers outside the blocks."""
+    import comfy.model_patcher
+
+    from .layer_split import place_layers
+    from .random_model import random_base_model
+    from .weights import make_resident
+
+    device = job.device
+    model = random_base_model(config, device, dtype, request.seed, request.weights)
+    patcher = comfy.model_patcher.ModelPatcher(model, load_device=device, offload_device=torch.device("cpu"))
+    place_layers(patcher, job.rank, job.world_size)
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+    cap_gpu_memory(device, request.memory_cap_bytes)
+    make_resident(patcher)
     return patcher
 
 
