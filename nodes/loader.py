@@ -74,9 +74,12 @@ def load_model(
     check_loader_options(capabilities(backend.backend), options)  # GGUF files' rows too
     check_gguf_loadable(path, backend.backend, backend.root_path, weights)  # GGUF: the ComfyUI-GGUF pack
     # Before any worker loads a weight: per GPU what the option needs, refused when it does not fit.
-    plan, reserve_bytes = preflight(
-        header.shapes, header.dtypes, placement.devices, weights, max_video_tokens, weight_dtype
-    )
+    try:
+        plan, reserve_bytes = preflight(
+            header.shapes, header.dtypes, placement.devices, weights, max_video_tokens, weight_dtype
+        )
+    except ValueError as exc:  # what does not fit, named with the file and what it is
+        raise ValueError(f"{path.name} ({found.describe()}): {exc}") from exc
     report_family(path.name, found, backend.backend, node_id, plan.summary())
     model = MGPUModel(
         checkpoint=str(path),

@@ -387,7 +387,8 @@ def _bench_weights(argv: list[str]) -> dict:
 @pytest.mark.parametrize("weights", ["bf16", "fp8"])
 def test_the_weights_bench_runs_tiny_on_cpu(tmp_path, weights):
     """bench/bench_weights.py end to end on two CPU workers: every option loads and steps, sharded
-    holds half the blocks per worker (bf16; fp8 keeps each layer's scales whole on every rank)."""
+    holds half the blocks per worker (bf16; fp8 keeps each layer's scales whole on every rank), layers
+    one of the two blocks per worker."""
     report = _bench_weights(["--tiny", "--repeats", "1", "--weights", weights, "--comfyui", str(comfyui_root()),
                              "--out", str(tmp_path / "w.json")])  # fmt: skip
     assert report["weight_format"] == weights
@@ -396,6 +397,9 @@ def test_the_weights_bench_runs_tiny_on_cpu(tmp_path, weights):
     halves = sum(r["block_bytes"] for r in loads["sharded"])
     whole = loads["replicated"][0]["block_bytes"]
     assert halves == whole if weights == "bf16" else whole < halves < 1.1 * whole, (halves, whole)
+    # layers: each worker holds one of the two blocks, whole (its scales with it)
+    assert [r["weights"] for r in loads["layers"]] == ["layers", "layers"]
+    assert sum(r["block_bytes"] for r in loads["layers"]) == whole, loads["layers"]
     assert all("ms" in row for result in report["options"].values() for row in result["sizes"].values())
 
 
@@ -423,6 +427,26 @@ def test_offloaded_22b_fp8_runs_under_a_16_gib_cap_on_one_gpu():
                              "--options", "replicated", "offloaded", "--comfyui", str(comfyui_root()),
                              "--out", str(out)])  # fmt: skip
     for tokens, row in report["options"]["offloaded"]["sizes"].items():
+        assert "ms" in row, (tokens, row)
+        assert max(row["peak_memory_gib_per_worker"]) <= 16.0, (tokens, row)
+
+
+@pytest.mark.gpu
+def test_layers_22b_fp8_runs_under_a_16_gib_cap_on_one_gpu():
+    """LTX-2.3 22B fp8 scaled with three workers on one GPU, each capped at 16 GiB under weights layers
+    (16 of the 48 blocks each, hand-overs through gloo: the workers share the GPU); replicated uncapped on
+    the same three workers beside it (bench/results JSON)."""
+    out = (
+        Path(__file__).resolve().parents[1] / "bench" / "results" / "weights_22b_fp8_layers_h200_shared.json"
+    )
+    report = _bench_weights(["--devices", "cuda:0,cuda:0,cuda:0", "--cap-gib", "16", "--weights", "fp8",
+                             "--options", "replicated", "layers", "--repeats", "2", "--comfyui", str(comfyui_root()),
+                             "--out", str(out)])  # fmt: skip
+    layers = report["options"]["layers"]
+    assert [r["weights"] for r in layers["load"]] == ["layers"] * 3
+    whole = report["options"]["replicated"]["load"][0]["block_bytes"]
+    assert sum(r["block_bytes"] for r in layers["load"]) == whole
+    for tokens, row in layers["sizes"].items():
         assert "ms" in row, (tokens, row)
         assert max(row["peak_memory_gib_per_worker"]) <= 16.0, (tokens, row)
 
