@@ -51,6 +51,8 @@ from ltx2_mgpu.workers.wire.released_configs import LTX2_19B_TRANSFORMER
 from ltx2_mgpu.workers.wire.requests import BENCH_WEIGHT_FORMATS
 
 GIB = 2**30
+# The LTX-2.3 t2v template's size, 1280x704x121: latent 16 frames of 22 x 40 (--tokens 14080; not a default).
+TEMPLATE_SHAPES = {14_080: (1, 128, 16, 22, 40)}
 OPTIONS = ("replicated", "offloaded", "sharded", "layers")
 
 
@@ -140,7 +142,10 @@ def main(argv: list[str] | None = None) -> dict:
         help="the random model's format, held as ComfyUI holds such a file (fp8 scaled: the 2.3 template's)",
     )
     parser.add_argument(
-        "--tokens", type=int, nargs="+", help="video token counts (default: 6,144 and 24,576)"
+        "--tokens",
+        type=int,
+        nargs="+",
+        help="video token counts (default: 6,144 and 24,576; 14,080: the 2.3 t2v template's 1280x704x121)",
     )
     parser.add_argument("--repeats", type=int, default=3, help="timed steps per option and size")
     parser.add_argument("--comfyui", default=os.environ.get(COMFYUI_PATH_ENV, ""), help="ComfyUI root")
@@ -148,8 +153,9 @@ def main(argv: list[str] | None = None) -> dict:
     if not args.comfyui:
         parser.error(f"name the ComfyUI to measure with --comfyui or {COMFYUI_PATH_ENV}")
     root = check_comfyui_root(args.comfyui, source="--comfyui")
-    all_shapes = TINY_SHAPES if args.tiny else SHAPES
-    shapes = {t: s for t, s in all_shapes.items() if not args.tokens or t in args.tokens}
+    all_shapes = TINY_SHAPES if args.tiny else {**SHAPES, **TEMPLATE_SHAPES}
+    defaults = TINY_SHAPES if args.tiny else SHAPES
+    shapes = {t: s for t, s in sorted(all_shapes.items()) if t in (args.tokens or defaults)}
     if not shapes:
         parser.error(f"--tokens {args.tokens} not among the sizes {sorted(all_shapes)}")
     devices = args.devices or ("cpu:0,cpu:1" if args.tiny else "cuda:0,cuda:0")
