@@ -215,3 +215,30 @@ def test_gguf_under_weights_layers_matches_unetloadergguf(native, ranks):
     found = [relative(a, b) for a, b in zip(out["samples"].unbind(), native_result(native, "2.3", "Q6_K"))]
     print(f"\n[GGUF Q6_K] LTX-2.3 SP Sampler, weights layers on 2: rel {[f'{r:.2e}' for r in found]}")
     assert len(found) == 2 and max(found) <= RELATIVE_TOLERANCE, found
+
+
+GPU_TOLERANCE = 1e-3  # float32 on CUDA against the CPU (kernel order, cuDNN's TF32 convolutions)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("weights", ["replicated", "layers"])
+def test_gguf_on_gpu_workers_matches_unetloadergguf(native, weights):
+    """The pack's GGML layers dequantizing on CUDA in the workers: the tiny 2.3 Q6_K GGUF on two workers
+    sharing GPU 0 (sequence parallelism over them, or each holding one block under weights layers), the SP
+    Sampler against UnetLoaderGGUF's MODEL on the CPU."""
+    from ltx2_mgpu.nodes.loader import load_model
+    from ltx2_mgpu.nodes.sp_sampler import sample_latent
+
+    path = native.files[("2.3", "Q6_K")]
+    try:
+        mgpu, _model, info = load_model(path.name, "cuda:0,cuda:0", "float32", weights=weights)
+        assert f"weights {weights}" in info and "GGUF Q6_K" in info, info
+        args = inputs(native, "2.3")
+        (out,) = sample_latent(mgpu, *args[:2], args[2], args[3], "euler_ancestral", CFG, CFG, SEED)
+        expected = native_result(native, "2.3", "Q6_K")
+        found = [relative(a.cpu(), b) for a, b in zip(out["samples"].unbind(), expected)]
+        print(f"\n[GGUF Q6_K] LTX-2.3 SP Sampler, 2 workers on cuda:0, weights {weights}: rel {found}")
+        assert len(found) == 2 and max(found) <= GPU_TOLERANCE, found
+    finally:
+        get_manager().unload()
+        assert_no_leaks()
