@@ -47,6 +47,17 @@ def check_video_latent(latent: torch.Tensor, what: str = "video latent") -> None
             f"the {what} has {latent.shape[1]} channels; LTX-2 video latents have {VIDEO_LATENT_CHANNELS}. "
             "It comes from another model family: make it with the LTX-2 nodes (EmptyLTXVLatentVideo)."
         )
+    _check_not_empty(latent, what, ("batch", "channels", "frames", "height", "width"))
+
+
+def _check_not_empty(latent: torch.Tensor, what: str, axes: tuple[str, ...]) -> None:
+    """A latent with an axis of length 0 (a video of no frames, an empty batch) holds nothing to work on."""
+    empty = [name for name, size in zip(axes, latent.shape) if size == 0]
+    if empty:
+        raise ValueError(
+            f"the {what} has shape {tuple(latent.shape)}: no {' and no '.join(empty)}. Connect a latent with at "
+            "least one frame (EmptyLTXVLatentVideo length 1 or more; a node upstream produced an empty one)"
+        )
 
 
 def check_audio_latent(latent: torch.Tensor, what: str = "audio latent") -> None:
@@ -59,6 +70,7 @@ def check_audio_latent(latent: torch.Tensor, what: str = "audio latent") -> None
             f"the {what} has shape {tuple(latent.shape)}; LTX-2 audio latents are [batch, {AUDIO_LATENT_CHANNELS}, "
             f"frames, {AUDIO_LATENT_MEL_BINS}]. Make it with LTXVEmptyLatentAudio."
         )
+    _check_not_empty(latent, what, ("batch", "channels", "frames", "mel bins"))
 
 
 def format_sigmas(sigmas: torch.Tensor) -> str:

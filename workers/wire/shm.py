@@ -105,10 +105,12 @@ def _as_tensor(buf: mmap.mmap, shape: tuple[int, ...], dtype: torch.dtype) -> to
 def create(
     shape: tuple[int, ...] | torch.Size, dtype: torch.dtype, name: str | None = None
 ) -> tuple[TensorSpec, torch.Tensor]:
-    """Create a segment (mode 0600) and map it as a tensor. The caller owns the name: call `unlink`."""
-    spec = TensorSpec(
-        name=name or new_segment_name(), shape=tuple(int(s) for s in shape), dtype=dtype_name(dtype)
-    )
+    """Create a segment (mode 0600) and map it as a tensor. The caller owns the name: call `unlink`.
+    Whatever fails once the name exists (a full /dev/shm, a shape the tensor cannot take) unlinks it."""
+    dims = tuple(int(s) for s in shape)
+    if any(d < 0 for d in dims):
+        raise ValueError(f"cannot share a tensor of shape {dims}: a size is negative")
+    spec = TensorSpec(name=name or new_segment_name(), shape=dims, dtype=dtype_name(dtype))
     with _CREATE_LOCK:
         if _closed:
             raise RuntimeError(
@@ -117,13 +119,12 @@ def create(
         fd = os.open(_path(spec.name), os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600)
     try:
         os.ftruncate(fd, max(spec.nbytes, 1))
-        buf = _map(fd, spec.nbytes)
+        return spec, _as_tensor(_map(fd, spec.nbytes), spec.shape, dtype)
     except BaseException:
-        os.close(fd)
         unlink(spec.name)
         raise
-    os.close(fd)
-    return spec, _as_tensor(buf, spec.shape, dtype)
+    finally:
+        os.close(fd)
 
 
 def share(tensor: torch.Tensor) -> tuple[TensorSpec, torch.Tensor]:
