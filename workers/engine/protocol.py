@@ -64,6 +64,10 @@ class Job(Protocol):
     def progress(self, step: int, total: int, **extra: Any) -> None:
         """Report progress (rank 0 sends; a no-op elsewhere)."""
 
+    def cancel_requested(self) -> bool:
+        """Whether this rank sees a cancel request (local, no collective): a check inside a unit of work;
+        the ranks agree on it at the next boundary (engine/units.py NOTE [units])."""
+
     def check_cancel(self) -> None:
         """Collective: raise Cancelled on every rank once any rank saw a cancel request."""
 

@@ -87,3 +87,29 @@ def fault(job, args: dict) -> dict:
     if kind == "stop_one":
         os.kill(os.getpid(), signal.SIGSTOP)
     raise InputRejected(f"unknown fault kind {kind!r}")
+
+
+@op("units")
+def units(job, args: dict) -> dict:
+    """Unit boundaries drill (engine/units.py): the first `active` ranks run `n` units of `unit_s` seconds
+    each, the others idle; rank `fail_rank` fails its unit `fail_at` (1-based; 0: none)."""
+    from ..engine.units import UnitSteps
+
+    n, active, unit_s = (
+        int(args["n"]),
+        int(args.get("active", job.world_size)),
+        float(args.get("unit_s", 0.0)),
+    )
+    fail_rank, fail_at = int(args.get("fail_rank", -1)), int(args.get("fail_at", 0))
+    steps = UnitSteps(job)
+    if job.rank >= active:
+        steps.idle()
+        return {"units": steps.units}
+    for unit in range(1, n + 1):
+        time.sleep(unit_s)
+        if job.rank == fail_rank and unit == fail_at:
+            steps.fail(f"unit {unit} failed on purpose on rank {job.rank}")
+        job.progress(unit, n)
+        steps.step()
+    steps.finish()
+    return {"units": steps.units}

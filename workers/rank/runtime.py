@@ -88,14 +88,16 @@ class JobContext:
                 {"kind": "progress", "job_id": self.job_id, "rank": 0, "step": step, "total": total, **extra}
             )
 
+    def cancel_requested(self) -> bool:
+        """This rank's view of the cancel request (no collective; NOTE [units] in engine/units.py)."""
+        return self.runtime.control.is_cancel_requested(self.job_id)
+
     def check_cancel(self) -> None:
         """Collective: raise Cancelled on every rank if a cancel was requested on any rank's view."""
         exchange = self.runtime.state.get("exchange")
         if hasattr(exchange, "check"):
             exchange.check(sync=False)  # a kernel wait that timed out surfaces here as an error, not a hang
-        flag = torch.tensor(
-            [1 if self.runtime.control.is_cancel_requested(self.job_id) else 0], dtype=torch.int32
-        )
+        flag = torch.tensor([1 if self.cancel_requested() else 0], dtype=torch.int32)
         if self.runtime.world_size > 1:
             dist.all_reduce(flag, op=dist.ReduceOp.MAX, group=self.runtime.control_group)
         if int(flag.item()):

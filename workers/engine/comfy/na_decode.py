@@ -38,6 +38,8 @@ CPU = torch.device("cpu")
 # write(first frame, pixels [B, 3, t, rows, cols] in the VAE's dtype, on its device), as in
 # vae_slab_decode.WriteFn.
 WriteFn = Callable[[int, torch.Tensor], None]
+# A unit boundary (NOTE [units] in workers/engine/units.py): collective, may raise to stop the decode.
+UnitFn = Callable[[], None]
 # Frames per q/k/v chunk as ComfyUI's NeighborhoodAttention3D sizes them (its 2 ** 25 elements).
 QKV_CHUNK_ELEMENTS = 2**25
 
@@ -100,16 +102,34 @@ class BandGather:
 class BandNADecoder:
     """One active rank's part of an exact diffusion decode (see the module docstring).
 
-    vae: comfy.sd.VAE holding a CausalDiffusionVAE; plan: band_plan's; gather: this rank's BandGather.
+    vae: comfy.sd.VAE holding a CausalDiffusionVAE; plan: band_plan's; gather: this rank's BandGather;
+    on_unit: the unit boundary before every block (`num_units` of them, alike on every active rank:
+    NOTE [units] in workers/engine/units.py).
     """
 
-    def __init__(self, vae, plan: BandPlan, rank: int, gather: BandGather) -> None:
+    def __init__(
+        self, vae, plan: BandPlan, rank: int, gather: BandGather, on_unit: UnitFn | None = None
+    ) -> None:
         self.vae = vae
         self.model = vae.first_stage_model
         self.decoder = self.model.decoder
         self.plan = plan
         self.rank = rank
         self.gather = gather
+        self.on_unit = on_unit
+        self.units = 0
+
+    @property
+    def num_units(self) -> int:
+        """Blocks one decode runs: every detail block, then every diffusion block of every step."""
+        dec = self.decoder
+        steps = dec.default_inference_timesteps.shape[0]
+        return sum(len(blocks) for blocks in dec.det_stages) + steps * len(dec.diff_blocks)
+
+    def _unit(self) -> None:
+        self.units += 1
+        if self.on_unit is not None:
+            self.on_unit()
 
     def run(self, latent: torch.Tensor, write: WriteFn) -> None:
         """Decode this rank's band of `latent` [B, 128, F, h, w] (normalised, as LATENT holds it)."""
@@ -132,6 +152,7 @@ class BandNADecoder:
         scale = 1
         for stage, blocks in enumerate(dec.det_stages):
             for block in blocks:
+                self._unit()
                 self._attend(block.attn, x, scale, block.norm1)
                 x = block.mlp(x, pre=block.norm2, add_to=x)
             upsample = dec.upsamples[stage]
@@ -188,6 +209,7 @@ class BandNADecoder:
         x = dec.conv_in_x_t(x.permute(0, 2, 3, 4, 1))
         modulation = dec.shared_adaln(dec.t_embedder(dec.timestep_scale_multiplier * t, dtype=x.dtype))
         for block in dec.diff_blocks:
+            self._unit()
             x = self._diff_block(block, x, context, modulation, scale)
         x = dec.conv_out(dec.norm_out(x)).permute(0, 4, 1, 2, 3)
         return na.unpatchify(x, patch_size_hw=dec.patch_size, patch_size_t=1)

@@ -30,6 +30,9 @@ from torch import nn
 
 from ...strategies.halo_exchange import HaloExchange
 
+# A unit boundary (NOTE [units] in workers/engine/units.py): collective, may raise to stop the walk.
+UnitFn = Callable[[], None]
+
 ZEROS = "zeros"
 # torch's Conv3d padding modes that a slab can reproduce at the frame's real edges with F.pad.
 EDGE_MODES = {ZEROS: "constant", "reflect": "reflect", "replicate": "replicate"}
@@ -102,11 +105,15 @@ class SlabConvolutions:
     """Context manager: while active, the inner Conv3d of every CausalConv3d under `root` convolves this
     rank's slab with its neighbours' edge rows (NOTE [comfy vae slabs]). Collective with the
     neighbours at every convolution: all active ranks must run the same modules on the same time
-    chunks in the same order. The modules are restored on exit."""
+    chunks in the same order. The modules are restored on exit.
 
-    def __init__(self, root: nn.Module, exchange: HaloExchange) -> None:
+    on_unit: called before every convolution's exchange, the same number of times on every active
+    rank: the boundary where the ranks agree on cancel (NOTE [units] in workers/engine/units.py)."""
+
+    def __init__(self, root: nn.Module, exchange: HaloExchange, on_unit: UnitFn | None = None) -> None:
         self.root = root
         self.exchange = exchange
+        self.on_unit = on_unit
         self._patched: list[nn.Conv3d] = []
 
     def __enter__(self) -> SlabConvolutions:
@@ -140,6 +147,8 @@ class SlabConvolutions:
         mode = conv.padding_mode
 
         def forward(x: torch.Tensor) -> torch.Tensor:
+            if self.on_unit is not None:
+                self.on_unit()
             x = self.pad_slab(x, rows, mode)
             if across and mode != ZEROS:
                 x = F.pad(x, _pad_spec(other, across, across), mode=EDGE_MODES[mode])

@@ -18,6 +18,7 @@ Encode: VAEEncode's latent, in slabs with edge rows swapped (vae_slab_encode.py)
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 import torch
 import torch.distributed as dist
@@ -26,10 +27,12 @@ from ...strategies import shm_prefault
 from ...strategies.decode_limits import NO_PADDING, check_decodable
 from ...strategies.halo_exchange import HaloExchange
 from ...strategies.na_bands import band_plan
+from ...strategies.native_tiles import check_native_tiles, num_tiles
 from ...strategies.vae_decode import STAGING_BYTES, copy_through, to_image
 from ...strategies.vae_encode_plan import EncodePlan, latent_box, slab_input, split_evenly
 from ...wire.requests import VAE_DECODE_MODES, TileSettings, VaeDecode, VaeEncode
 from ..protocol import InputRejected, Job
+from ..units import UnitSteps
 from ..vae_shared import PeakMemory, check_audio_shape
 from .audio_vae import decode_audio, load_audio_vae
 from .model import ComfyModel, load_vae_file
@@ -60,7 +63,11 @@ def _validate_decode(request: VaeDecode, vae) -> str:
     try:
         decoder = vae.first_stage_model.decoder
         diffusion = is_diffusion_decoder(decoder)
-        check_decodable(tuple(request.video.shape), NO_PADDING if diffusion else padding_mode(decoder))
+        padding = NO_PADDING if diffusion else padding_mode(decoder)
+        check_decodable(tuple(request.video.shape), padding)
+        if mode == TILED:
+            latent_fhw = tuple(request.video.shape[2:])
+            check_native_tiles(latent_fhw, request.tiles, padding, tiled_decode_args(vae, request.tiles))
     except ValueError as exc:
         raise InputRejected(str(exc)) from exc
     if mode == EXACT:
@@ -80,12 +87,15 @@ class _ImageWriter:
     columns `band` of every frame into the shared IMAGE viewed as [B, frames, H, W, 3], mapped as
     VAE.process_output maps them. `dim`: the band axis in a [B, C, F, H, W] tensor (3 or 4)."""
 
-    def __init__(self, image5: torch.Tensor, dim: int, band: slice) -> None:
+    def __init__(
+        self, image5: torch.Tensor, dim: int, band: slice, on_written: Callable[[int], None] | None = None
+    ) -> None:
         self.image5 = image5
         self.box = [slice(None)] * 5
         self.box[dim - 1] = band  # [B, frames, H, W, 3]: the band axis less 1
         self.staging = None  # pinned, reused for every device-to-host write (see vae_decode.STAGING_BYTES)
         self.seconds = 0.0
+        self.on_written = on_written  # (frames written so far): the progress bar
 
     def __call__(self, first: int, pixels: torch.Tensor) -> None:
         start = time.perf_counter()
@@ -99,26 +109,35 @@ class _ImageWriter:
                 self.staging = torch.empty(numel, dtype=values.dtype, pin_memory=True)
             copy_through(self.image5[tuple(self.box)], values.contiguous(), self.staging)
         self.seconds += time.perf_counter() - start
+        if self.on_written is not None:
+            self.on_written(first + values.shape[1])
 
 
 def _decode_exact(job, vae, video: torch.Tensor, image5: torch.Tensor) -> dict:
     plan = decode_plan(tuple(video.shape[2:]), job.world_size, padding_mode(vae.first_stage_model.decoder))
     if plan.active_ranks > 1:
         dist.barrier()  # point-to-point exchanges must not be the group's first collective (NCCL)
+    units = UnitSteps(job)
     write_s = 0.0
     if plan.is_active(job.rank):
-        write = _ImageWriter(image5, plan.axis_dim, plan.pixel_slab(job.rank))
+        frames = image5.shape[1]
+        write = _ImageWriter(
+            image5, plan.axis_dim, plan.pixel_slab(job.rank), lambda done: job.progress(done, frames)
+        )
         exchange = HaloExchange(plan, job.rank, comm_on_device=job.comm_on_device)
-        decoder = SlabDecoder(vae, plan, job.rank, exchange)
+        decoder = SlabDecoder(vae, plan, job.rank, exchange, on_unit=units.step)
         decoder.run(video, write)
+        units.finish()
         exchange_s, sent, write_s = exchange.seconds, exchange.bytes_sent, write.seconds
     else:
+        units.idle()
         exchange_s, sent = 0.0, 0
     return {
         "plan": describe_slabs(plan),
         "exchange_s": round(exchange_s, 6),
         "write_s": round(write_s, 6),
         "bytes_sent": sent,
+        "units": units.units,
     }
 
 
@@ -129,31 +148,55 @@ def _decode_diffusion(job, vae, video: torch.Tensor, image5: torch.Tensor, chunk
         dist.barrier()  # point-to-point exchanges must not be the group's first collective (NCCL)
     stats = {"plan": f"diffusion decoder: {plan.describe()}", "exchange_s": 0.0, "write_s": 0.0}
     stats.update(bytes_sent=0, exchanges=0)
+    units = UnitSteps(job)
     if plan.is_active(job.rank):
         scale = pixel_scale(vae.first_stage_model.decoder)
         start, stop = plan.bands[job.rank]
         write = _ImageWriter(image5, plan.dim + 1, slice(start * scale, stop * scale))
         gather = BandGather(plan, job.rank, comm_on_device=job.comm_on_device)
-        BandNADecoder(vae, plan, job.rank, gather).run(video, write)
+        decoder = BandNADecoder(vae, plan, job.rank, gather)
+
+        def on_unit() -> None:
+            job.progress(decoder.units, decoder.num_units)
+            units.step()
+
+        decoder.on_unit = on_unit
+        decoder.run(video, write)
+        units.finish()
         stats.update(exchange_s=round(gather.seconds, 6), write_s=round(write.seconds, 6))
         stats.update(bytes_sent=gather.bytes_sent, exchanges=gather.exchanges)
+    else:
+        units.idle()
+    stats["units"] = units.units
     return stats
 
 
 def _decode_tiled(job, vae, video: torch.Tensor, image5: torch.Tensor, tiles: TileSettings) -> dict:
-    args = tiled_decode_args(
-        vae, tiles.tile_px, tiles.overlap_px, tiles.temporal_frames, tiles.temporal_overlap_frames
-    )
+    args = tiled_decode_args(vae, tiles)
+    try:
+        total = num_tiles(tuple(video.shape[2:]), args)
+    except ValueError as exc:
+        raise InputRejected(str(exc)) from exc
     output_device = job.device if job.comm_on_device else CPU
     flat = image5.view(-1, *image5.shape[2:])
     first, stop = split_evenly(flat.shape[0], job.world_size)[job.rank]
+    units = UnitSteps(job)
+
+    def on_round(done: int, of: int) -> None:
+        job.progress(done, of)
+        units.step()
+
     # NOTE [shm prefault]: this rank's frames of the fresh IMAGE fault in while the tiles decode.
     prefaulting = shm_prefault.prefault_in_background([flat[first:stop]])
-    frames, decoded = decode_tiled(vae, video, args, job.rank, job.world_size, output_device)
+    try:
+        frames, decoded = decode_tiled(
+            vae, video, args, job.rank, job.world_size, output_device, total, on_round, units.fail
+        )
+    finally:  # a cancel or an error: the thread must not touch the IMAGE after the job
+        if prefaulting is not None:
+            prefaulting.join()
     start = time.perf_counter()
     mine = frames.movedim(1, -1).reshape(flat.shape)[first:stop]
-    if prefaulting is not None:
-        prefaulting.join()
     if mine.device.type == "cpu":
         flat[first:stop].copy_(mine)
     else:  # through a pinned buffer: a pageable device-to-host copy of 1.3 GB ran at 0.9 GB/s on an H200
@@ -161,7 +204,12 @@ def _decode_tiled(job, vae, video: torch.Tensor, image5: torch.Tensor, tiles: Ti
             max(STAGING_BYTES // mine.element_size(), mine[0].numel()), dtype=mine.dtype, pin_memory=True
         )
         copy_through(flat[first:stop].unsqueeze(0), mine.contiguous().unsqueeze(0), staging)
-    return {"plan": args.describe(), "tiles": decoded, "write_s": round(time.perf_counter() - start, 6)}
+    return {
+        "plan": args.describe(),
+        "tiles": decoded,
+        "units": units.units,
+        "write_s": round(time.perf_counter() - start, 6),
+    }
 
 
 def _audio_vae(model: ComfyModel, device: torch.device):
@@ -239,15 +287,20 @@ def vae_encode_comfy(job: Job, model: ComfyModel, request: VaeEncode, plan: Enco
     job.check_cancel()
     start = time.perf_counter()
     exchange_s, sent = 0.0, 0
+    units = UnitSteps(job)
     if plan.is_active(job.rank):
         whole = (0, pixels.shape[0])
         exchange = HaloExchange(plan, job.rank, comm_on_device=job.comm_on_device)
         with torch.inference_mode():
             slab = slab_input(pixels, plan, job.rank, whole, CPU, vae.vae_dtype)
-            latent = SlabEncoder(vae, plan, job.rank, exchange).run(slab)
+            encoder = SlabEncoder(vae, plan, job.rank, exchange, on_unit=units.step)
+            latent = encoder.run(slab, on_chunk=job.progress)
+            del slab
             out[latent_box(plan, job.rank, whole)].copy_(latent.to(device=CPU, dtype=torch.float32))
+        units.finish()
         exchange_s, sent = exchange.seconds, exchange.bytes_sent
-    job.progress(1, 1)
+    else:
+        units.idle()
     job.check_cancel()
     return {
         "backend": "comfy",
@@ -257,5 +310,6 @@ def vae_encode_comfy(job: Job, model: ComfyModel, request: VaeEncode, plan: Enco
         "total_s": round(time.perf_counter() - start, 6),
         "exchange_s": round(exchange_s, 6),
         "bytes_sent": sent,
+        "units": units.units,
         **memory.read(),
     }

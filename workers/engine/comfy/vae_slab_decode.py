@@ -25,7 +25,7 @@ from ...strategies.decode_limits import min_decode_cells
 from ...strategies.halo_exchange import HaloExchange
 from ...strategies.vae_encode_plan import HEIGHT, WIDTH, EncodePlan, split_evenly
 from ...strategies.vae_tiles import FRAMES_PER_CELL
-from .vae_halo import SlabConvolutions, clear_temporal_caches
+from .vae_halo import SlabConvolutions, UnitFn, clear_temporal_caches
 
 # write(first frame, pixels [B, 3, t, rows, cols] in the VAE's dtype, on its device): the decoder's
 # output for frames [first, first + t) of this rank's slab, in order.
@@ -62,11 +62,14 @@ class SlabDecoder:
     """One active rank's part of an exact decode (see the module docstring).
 
     vae: comfy.sd.VAE holding LTX-2's VideoVAE; plan: decode_plan's; exchange: this rank's HaloExchange
-    on that plan.
+    on that plan; on_unit: the unit boundary before every convolution (SlabConvolutions).
     """
 
-    def __init__(self, vae, plan: EncodePlan, rank: int, exchange: HaloExchange) -> None:
+    def __init__(
+        self, vae, plan: EncodePlan, rank: int, exchange: HaloExchange, on_unit: UnitFn | None = None
+    ) -> None:
         self.vae = vae
+        self.on_unit = on_unit
         self.model = vae.first_stage_model
         self.decoder = self.model.decoder
         self.plan = plan
@@ -87,7 +90,7 @@ class SlabDecoder:
         x = self.model.per_channel_statistics.un_normalize(x)
         self._frame = 0
         self._write = write
-        with SlabConvolutions(decoder, self.exchange):
+        with SlabConvolutions(decoder, self.exchange, self.on_unit):
             try:
                 cva.mark_conv3d_ended(decoder.conv_in)
                 ref = [decoder.conv_in(x, causal=decoder.causal)]

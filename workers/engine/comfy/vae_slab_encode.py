@@ -14,32 +14,28 @@ tests/test_comfy_vae.py compares against VAEEncode and fails when that code chan
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 import torch
 from comfy.ldm.lightricks.vae import causal_video_autoencoder as cva
 
 from ...strategies.halo_exchange import HaloExchange
 from ...strategies.vae_encode_plan import HEIGHT, EncodePlan
-from .vae_halo import SlabConvolutions, clear_temporal_caches
+from ...strategies.vae_memory import chunk_frames
+from .vae_halo import SlabConvolutions, UnitFn, clear_temporal_caches
 
-
-def chunk_frames(frame_bytes: int, max_chunk_bytes: int) -> int:
-    """Frames per time chunk after frame 0 for an encoder input frame of `frame_bytes` (after conv_in's
-    channel growth): Encoder.forward_orig's rule (2, 4, or a multiple of 8 frames)."""
-    frames = max(2, max_chunk_bytes // frame_bytes)
-    if frames < 4:
-        return 2
-    if frames < 8:
-        return 4
-    return frames // 8 * 8
+ChunkFn = Callable[[int, int], None]  # (time chunks done, of total)
 
 
 class SlabEncoder:
     """One active rank's part of an exact encode (see the module docstring). vae: comfy.sd.VAE holding
     LTX-2's VideoVAE."""
 
-    def __init__(self, vae, plan: EncodePlan, rank: int, exchange: HaloExchange) -> None:
+    def __init__(
+        self, vae, plan: EncodePlan, rank: int, exchange: HaloExchange, on_unit: UnitFn | None = None
+    ) -> None:
         self.vae = vae
+        self.on_unit = on_unit  # the unit boundary before every convolution (SlabConvolutions)
         self.model = vae.first_stage_model
         self.encoder = self.model.encoder
         self.plan = plan
@@ -55,10 +51,10 @@ class SlabEncoder:
         conv_in = self.encoder.conv_in
         return int(frame * (conv_in.out_channels / conv_in.in_channels))
 
-    def run(self, pixels: torch.Tensor) -> torch.Tensor:
+    def run(self, pixels: torch.Tensor, on_chunk: ChunkFn | None = None) -> torch.Tensor:
         """pixels [B, 3, frames, rows, cols] of this rank's slab, in [-1, 1] and the VAE's dtype (any
         device; chunks move to the VAE's) -> its latent [B, 128, F, rows / 32, cols / 32], normalised
-        as VAEEncode returns it, on the VAE's device."""
+        as VAEEncode returns it, on the VAE's device. on_chunk(done, total) after every time chunk."""
         start = time.perf_counter()
         encoder = self.encoder
         chunks = [pixels[:, :, :1]]
@@ -67,7 +63,7 @@ class SlabEncoder:
             step = chunk_frames(self._whole_frame_bytes(pixels), max_chunk)
             chunks += list(torch.split(pixels[:, :, 1:], step, dim=2))
         outputs = []
-        with SlabConvolutions(encoder, self.exchange):
+        with SlabConvolutions(encoder, self.exchange, self.on_unit):
             try:
                 for index, chunk in enumerate(chunks):
                     if index == len(chunks) - 1:
@@ -76,6 +72,8 @@ class SlabEncoder:
                     output = encoder._forward_chunk(chunk.to(device=self.vae.device))
                     if output is not None:
                         outputs.append(output)
+                    if on_chunk is not None:
+                        on_chunk(index + 1, len(chunks))
             finally:
                 clear_temporal_caches(encoder)
         means, _ = torch.chunk(torch.cat(outputs, dim=2), 2, dim=1)

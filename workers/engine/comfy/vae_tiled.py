@@ -13,47 +13,28 @@ a tile decoded on rank i gets the noise VAEDecodeTiled gives it: tiles stay inde
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
 
 import torch
 import torch.distributed as dist
 from comfy import utils as comfy_utils
 
-# VAEDecodeTiled's defaults (nodes.py, ComfyUI 0.33), used for a setting left at 0 (auto).
-NATIVE_TILE_PX = 512
-NATIVE_TEMPORAL_FRAMES = 64
+from ...strategies.native_tiles import TiledDecodeArgs
+from ...strategies.native_tiles import tiled_decode_args as native_tiled_decode_args
+from ...wire.requests import TileSettings
+
+# After the last tile of every round (tile i on rank i mod N) and on every rank: (tiles done, of
+# total). The unit boundary where the ranks agree on cancel (NOTE [units] in workers/engine/units.py).
+RoundFn = Callable[[int, int], None]
+# A tile's decode failed on this rank (its message): the next round's boundary tells every rank.
+FailFn = Callable[[str], None]
 
 
-@dataclass(frozen=True)
-class TiledDecodeArgs:
-    """comfy.utils.tiled_scale_multidim's tile and overlap for a video latent: (time, height, width) in
-    latent cells; what VAE.decode_tiled_3d passes for VAEDecodeTiled's settings."""
-
-    tile: tuple[int, int, int]
-    overlap: tuple[int, int, int]
-
-    def describe(self) -> str:
-        return f"tiles of {self.tile} latent cells (t, h, w) overlapping by {self.overlap}"
-
-
-def tiled_decode_args(
-    vae, tile_px: int, overlap_px: int, temporal_frames: int, temporal_overlap_frames: int
-) -> TiledDecodeArgs:
-    """VAEDecodeTiled.decode's arithmetic (nodes.py) followed by VAE.decode_tiled's (comfy/sd.py) for a
-    3D latent; 0 for tile_px or temporal_frames means VAEDecodeTiled's default."""
-    tile_size = tile_px or NATIVE_TILE_PX
-    temporal_size = temporal_frames or NATIVE_TEMPORAL_FRAMES
-    overlap, temporal_overlap = overlap_px, temporal_overlap_frames
-    if tile_size < overlap * 4:
-        overlap = tile_size // 4
-    if temporal_size < temporal_overlap * 2:
-        temporal_overlap = temporal_overlap // 2
-    time_ratio = vae.temporal_compression_decode()
-    tile_t = max(2, temporal_size // time_ratio)
-    overlap_t = max(1, min(tile_t // 2, temporal_overlap // time_ratio))
-    space_ratio = vae.spacial_compression_decode()
-    tile_xy, overlap_xy = tile_size // space_ratio, overlap // space_ratio
-    return TiledDecodeArgs((max(2, tile_t), tile_xy, tile_xy), (max(1, overlap_t), overlap_xy, overlap_xy))
+def tiled_decode_args(vae, tiles: TileSettings) -> TiledDecodeArgs:
+    """VAEDecodeTiled's tile and overlap for this VAE's compression (native_tiles.py)."""
+    return native_tiled_decode_args(
+        tiles, vae.temporal_compression_decode(), vae.spacial_compression_decode()
+    )
 
 
 def check_tiled(vae) -> str | None:
@@ -83,26 +64,43 @@ def tile_output_shape(vae, tile_shape: tuple[int, ...]) -> tuple[int, ...]:
 
 
 def decode_share(
-    vae, latent: torch.Tensor, args: TiledDecodeArgs, rank: int, world_size: int, output_device: torch.device
+    vae,
+    latent: torch.Tensor,
+    args: TiledDecodeArgs,
+    rank: int,
+    world_size: int,
+    output_device: torch.device,
+    total_tiles: int,
+    on_round: RoundFn | None = None,
+    on_error: FailFn | None = None,
 ) -> tuple[torch.Tensor, int]:
     """This rank's share of VAEDecodeTiled's decoder output [B, 3, frames, H, W] (float32, before
-    process_output) and the number of tiles it decoded. Not collective."""
+    process_output) and the number of tiles it decoded. Collective only through `on_round`, which
+    every rank calls after the same tiles. A tile that fails here goes to `on_error` (when given)
+    and counts as zeros, so the ranks stay in step until the round's boundary raises it everywhere."""
     calls = 0
     decoded = 0
     model = vae.first_stage_model
     out_dtype = vae.vae_output_dtype()
+    all_tiles = total_tiles * latent.shape[0]  # tiled_scale_multidim walks the batch item by item
 
     def decode(tile: torch.Tensor) -> torch.Tensor:
         nonlocal calls, decoded
         index, calls = calls, calls + 1
         shape = tile_output_shape(vae, tuple(tile.shape))
-        if index % world_size != rank:
+        pixels = None
+        if index % world_size == rank:
+            decoded += 1
+            try:
+                pixels = _decode_tile(model, vae, tile, shape, out_dtype)
+            except (RuntimeError, ValueError) as exc:  # torch's errors: shapes, memory
+                if on_error is None:
+                    raise
+                on_error(f"tile {index + 1} of {all_tiles} (latent {list(tile.shape)}) failed: {exc}")
+        if on_round is not None and (index % world_size == world_size - 1 or calls % total_tiles == 0):
+            on_round(calls, all_tiles)
+        if pixels is None:
             return torch.zeros(shape, dtype=out_dtype, device=output_device)
-        decoded += 1
-        pixels = model.decode(tile.to(vae.vae_dtype).to(vae.device)).to(dtype=out_dtype)
-        if tuple(pixels.shape) != shape:
-            # The other ranks weighed this tile by `shape`: a mismatch would blend the frames wrongly.
-            raise RuntimeError(f"a tile of {tuple(tile.shape)} decoded to {tuple(pixels.shape)}, not {shape}")
         return pixels
 
     share = comfy_utils.tiled_scale_multidim(
@@ -118,12 +116,33 @@ def decode_share(
     return share, decoded
 
 
+def _decode_tile(
+    model, vae, tile: torch.Tensor, shape: tuple[int, ...], out_dtype: torch.dtype
+) -> torch.Tensor:
+    pixels = model.decode(tile.to(vae.vae_dtype).to(vae.device)).to(dtype=out_dtype)
+    if tuple(pixels.shape) != shape:
+        # The other ranks weighed this tile by `shape`: a mismatch would blend the frames wrongly.
+        raise RuntimeError(f"a tile of {tuple(tile.shape)} decoded to {tuple(pixels.shape)}, not {shape}")
+    return pixels
+
+
 def decode_tiled(
-    vae, latent: torch.Tensor, args: TiledDecodeArgs, rank: int, world_size: int, output_device: torch.device
+    vae,
+    latent: torch.Tensor,
+    args: TiledDecodeArgs,
+    rank: int,
+    world_size: int,
+    output_device: torch.device,
+    total_tiles: int,
+    on_round: RoundFn | None = None,
+    on_error: FailFn | None = None,
 ) -> tuple[torch.Tensor, int]:
     """Collective: every rank gets the whole of VAEDecodeTiled's output [B, 3, frames, H, W] as IMAGE
-    values (process_output applied), and the number of tiles it decoded itself."""
-    share, decoded = decode_share(vae, latent, args, rank, world_size, output_device)
+    values (process_output applied), and the number of tiles it decoded itself. `total_tiles`: the
+    decoder calls per batch item (native_tiles.num_tiles)."""
+    share, decoded = decode_share(
+        vae, latent, args, rank, world_size, output_device, total_tiles, on_round, on_error
+    )
     if world_size > 1:
         dist.all_reduce(share)
     return vae.process_output(share), decoded
