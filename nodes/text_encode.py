@@ -18,6 +18,7 @@ from ..workers.wire.model_files import read_safetensors_header
 from ..workers.wire.requests import TEXT_PLACEMENTS as PLACEMENTS
 from ..workers.wire.requests import EncodeGemma4, EncodeText
 from . import comfy
+from .job_checks import check_gemma4_prompt, check_prompt
 from .jobs import run_job
 from .mgpu_lora import LORA_FOLDERS, NO_LORA
 
@@ -108,6 +109,7 @@ def encode_gemma4(mgpu_model: MGPUModel, path: Path, text: str, node_id, placeme
     width = sum(int(shapes[key][0]) for key in DUAL_PROJECTION_KEYS)
     # Gemma's byte-fallback tokens never outnumber the prompt's UTF-8 bytes; + BOS and slack.
     max_tokens = len(text.encode("utf-8")) + GEMMA4_SPECIAL_TOKENS
+    check_gemma4_prompt(mgpu_model, path, text, max_tokens, width)  # memory, before the slot
     out = output_slot((1, max_tokens, width), torch.float32)
     request = EncodeGemma4(text_encoder=str(path), text=text, outputs=[out], placement=placement)
     results = run_job(mgpu_model, request, node_id=node_id, total=1)
@@ -146,7 +148,9 @@ def encode_prompt(
     gemma = open_gemma(path)  # the file's own errors first, before a tokenizer is looked for
     loras = text_lora_entry(lora_name, lora_strength, gemma.shapes)
     ids = load_prompt_tokenizer(path).token_ids(text)
-    out = output_slot((1, len(ids), projection_width(mgpu_model.checkpoint)), torch.float32)
+    width = projection_width(mgpu_model.checkpoint)
+    check_prompt(mgpu_model, gemma.config, len(ids), width, gemma.size_bytes(torch.bfloat16))
+    out = output_slot((1, len(ids), width), torch.float32)
     request = EncodeText(
         text_encoder=str(path), prompts=[ids], placement=placement, outputs=[out], text_loras=tuple(loras)
     )

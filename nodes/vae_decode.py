@@ -4,15 +4,12 @@ from __future__ import annotations
 
 import logging
 import math
-import os
 
 import torch
 
 from ..workers.group.client import output_slot
 from ..workers.group.manager import MGPUModel
-from ..workers.strategies.decode_limits import NO_PADDING, REFLECT, check_decodable, min_decode_cells
 from ..workers.wire import shm
-from ..workers.wire.config import SHM_DIR
 from ..workers.wire.model_files import read_checkpoint_config
 from ..workers.wire.requests import (
     AUTO,
@@ -24,39 +21,12 @@ from ..workers.wire.requests import (
 )
 from ..workers.wire.vae_outputs import audio_output, image_shape
 from .convert import split_latent
+from .job_checks import check_decode
 from .jobs import run_job
 
 log = logging.getLogger(__name__)
 DECODE_MODES = VAE_DECODE_MODES
 MAX_ATTENTION_CHUNK_MB = 1 << 20
-# ComfyUI detects LTX-2.5's diffusion VAE decoder by this key (comfy/sd.py, VAE.__init__).
-DIFFUSION_DECODER_KEY = "vae.decoder.conv_in_x_t.weight"
-
-
-def _check_shared_memory(nbytes: int) -> None:
-    """The IMAGE lives in /dev/shm: refuse up front when it cannot hold it (writing past a full tmpfs
-    kills the writing worker with SIGBUS)."""
-    stats = os.statvfs(SHM_DIR)
-    free = stats.f_bavail * stats.f_frsize
-    if nbytes > free:
-        raise ValueError(
-            f"the decoded frames need {nbytes / 2**30:.1f} GiB of shared memory but {SHM_DIR} has "
-            f"{free / 2**30:.1f} GiB free. Enlarge {SHM_DIR} (Docker: --shm-size), or decode fewer frames or "
-            "a smaller resolution at a time."
-        )
-
-
-def _padding_mode(checkpoint) -> str:
-    """How the checkpoint's video decoder pads at the frame's edges (decode_limits.py): none for LTX-2.5's
-    diffusion decoder, reflection for the others. Reads the file's header only."""
-    from safetensors import safe_open
-
-    try:
-        with safe_open(str(checkpoint), framework="pt") as f:
-            is_diffusion = DIFFUSION_DECODER_KEY in f.keys()
-    except (OSError, ValueError, TypeError):  # not a single safetensors file: the rank names the problem
-        is_diffusion = False
-    return NO_PADDING if is_diffusion else REFLECT
 
 
 def decode_latent(
@@ -83,10 +53,8 @@ def decode_latent(
     video = parts.video.float().contiguous()
     audio = None if parts.audio is None else parts.audio.float().contiguous()
     chunk_bytes = int(attention_chunk_mb) * 2**20
-    # The checks, before any allocation.
+    # The checks, before any allocation: the request's, then the plan's and the memory's.
     VaeDecode(video=video, audio=audio, tiles=settings, mode=mode, na_chunk_bytes=chunk_bytes)
-    if min(video.shape[-2:]) < min_decode_cells(REFLECT):  # the answer depends on the decoder
-        check_decodable(tuple(video.shape), _padding_mode(mgpu_model.checkpoint))
     wave = None
     if parts.audio is not None:
         # LTX-2.5's audio VAE is its own file, with the audio config in its metadata.
@@ -94,7 +62,7 @@ def decode_latent(
         wave = audio_output(read_checkpoint_config(audio_file), parts.audio.shape[2])
     image_dims = image_shape(tuple(parts.video.shape))
     wave_dims = None if wave is None else wave.shape(parts.audio.shape[0])
-    _check_shared_memory(4 * (math.prod(image_dims) + (0 if wave_dims is None else math.prod(wave_dims))))
+    check_decode(mgpu_model, video, settings, mode, 0 if wave_dims is None else 4 * math.prod(wave_dims))
     # Workers write into these; the job unlinks their names when it ends (NOTE [shm lifetime]).
     out_image = output_slot(image_dims, torch.float32)
     out_audio = None if wave_dims is None else output_slot(wave_dims, torch.float32)

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import logging
-import math
-import os
 
 import torch
 
@@ -12,11 +10,11 @@ from ..workers.group.client import output_slot
 from ..workers.group.manager import MGPUModel
 from ..workers.strategies.vae_encode_plan import make_plan
 from ..workers.wire import shm
-from ..workers.wire.config import SHM_DIR
 from ..workers.wire.constants import VIDEO_FRAMES_PER_CELL as FRAMES_PER_CELL
 from ..workers.wire.constants import VIDEO_PIXELS_PER_CELL as PIXELS_PER_CELL
 from ..workers.wire.requests import AUTO, VaeEncode
 from ..workers.wire.vae_outputs import encoded_latent_shape as latent_shape
+from .job_checks import check_encode
 from .jobs import run_job
 
 log = logging.getLogger(__name__)
@@ -73,29 +71,16 @@ def check_finite(pixels: torch.Tensor, frames_per_step: int = 16) -> None:
             )
 
 
-def check_shared_memory(nbytes: int) -> None:
-    """The frames travel to the workers through /dev/shm: refuse up front when it cannot hold them
-    (writing past a full tmpfs kills the writer with SIGBUS)."""
-    stats = os.statvfs(SHM_DIR)
-    free = stats.f_bavail * stats.f_frsize
-    if nbytes > free:
-        raise ValueError(
-            f"the frames need {nbytes / 2**30:.1f} GiB of shared memory but {SHM_DIR} has {free / 2**30:.1f} "
-            f"GiB free. Enlarge {SHM_DIR} (Docker: --shm-size), or encode fewer frames or a smaller "
-            "resolution at a time."
-        )
-
-
 def encode_pixels(
     mgpu_model: MGPUModel, pixels: torch.Tensor, temporal_size: int = AUTO, node_id: str | None = None
 ):
     """Distributed VAE Encode: (LATENT,) of the frames `pixels`, cropped as VAEEncode crops them and
     encoded in bands over the group's GPUs."""
     frames = crop_like_native(pixels)
-    check_finite(frames)
     shape = latent_shape(tuple(frames.shape))
     plan = make_plan(shape[2:], mgpu_model.world_size, temporal_size)
-    check_shared_memory(frames.numel() * frames.element_size() + 4 * math.prod(shape))
+    check_encode(mgpu_model, frames, plan)  # memory, before any allocation (and before reading it all)
+    check_finite(frames)
     out = output_slot(shape, torch.float32)  # ranks write their slabs into it
     try:
         request = VaeEncode(pixels=frames, temporal_frames=temporal_size, out_latent=out)

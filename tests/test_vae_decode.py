@@ -20,11 +20,11 @@ from ltx_core.model.video_vae import VideoDecoderConfigurator
 from ltx_core.model.video_vae.tiling import SpatialTilingConfig, TemporalTilingConfig, Tile, TilingConfig
 
 from conftest import NestedStandIn
-from ltx2_mgpu.nodes import vae_decode as vae_decode_node
 from ltx2_mgpu.nodes.vae_decode import decode_latent
 from ltx2_mgpu.workers.embedded.tiny_model import tiny_checkpoint_config
 from ltx2_mgpu.workers.engine.ltxcore import checkpoint
 from ltx2_mgpu.workers.engine.ltxcore.vae_tiling import ltxcore_plan as make_plan
+from ltx2_mgpu.workers.group import preflight
 from ltx2_mgpu.workers.group.client import output_slot
 from ltx2_mgpu.workers.group.manager import MGPUModel
 from ltx2_mgpu.workers.strategies.vae_tiles import MAX_AUTO_TILE_CELLS, TilePlan, TileSettings
@@ -318,11 +318,9 @@ def test_errors_say_what_to_change_and_cancel_keeps_the_group(manager, tiny_path
     with pytest.raises(ValueError, match="tile_size 100 is not allowed"):
         decode_latent(model, {"samples": torch.zeros(1, 128, 2, 2, 2)}, 100)
     with monkeypatch.context() as patch:  # a small /dev/shm (Docker's default is 64 MiB)
-        patch.setattr(
-            vae_decode_node.os, "statvfs", lambda _: types.SimpleNamespace(f_bavail=16, f_frsize=2**20)
-        )
+        patch.setattr(preflight.os, "statvfs", lambda _: types.SimpleNamespace(f_bavail=16, f_frsize=2**20))
         with pytest.raises(
-            ValueError, match=r"need 0\.1 GiB of shared memory but /dev/shm has 0\.0 GiB free"
+            ValueError, match=r"needs 0\.1 GiB of shared memory \(/dev/shm\) but 0\.0 GiB is free"
         ):
             decode_latent(model, {"samples": torch.zeros(1, 128, 4, 16, 16)})
     assert manager.group is None, "input errors are caught before any worker starts"

@@ -21,12 +21,12 @@ from comfyui_harness import comfyui_in_process, comfyui_root
 from ltx_core.model.video_vae import VideoEncoderConfigurator
 
 from conftest import assert_no_leaks
-from ltx2_mgpu.nodes import vae_encode as vae_encode_node
 from ltx2_mgpu.nodes.vae_encode import crop_like_native, encode_pixels
 from ltx2_mgpu.workers.embedded.tiny_model import tiny_checkpoint_config
 from ltx2_mgpu.workers.engine.ltxcore import checkpoint
 from ltx2_mgpu.workers.engine.ltxcore.encoder_reach import EncoderReach, encoder_reach
 from ltx2_mgpu.workers.engine.ltxcore.vae_slab_encode import unsupported_reason
+from ltx2_mgpu.workers.group import preflight
 from ltx2_mgpu.workers.group.manager import MGPUModel, get_manager
 from ltx2_mgpu.workers.rank.ops_vae_encode import latent_shape
 from ltx2_mgpu.workers.strategies.vae_encode_plan import AUTO_CHUNK_PIXELS, HEIGHT, WIDTH, make_plan
@@ -181,11 +181,9 @@ def test_encode_equals_ltx_core_for_1_2_3_ranks(manager, tiny_path):
 def test_cancel_and_small_shared_memory_keep_the_group(manager, tiny_path, fake_comfy, monkeypatch):
     model = MGPUModel.create(tiny_path, devices="cpu:2", dtype="float32")
     with monkeypatch.context() as patch:  # a small /dev/shm (Docker's default is 64 MiB)
-        patch.setattr(
-            vae_encode_node.os, "statvfs", lambda _: types.SimpleNamespace(f_bavail=1, f_frsize=2**20)
-        )
+        patch.setattr(preflight.os, "statvfs", lambda _: types.SimpleNamespace(f_bavail=1, f_frsize=2**20))
         with pytest.raises(
-            ValueError, match=r"need 0\.1 GiB of shared memory but /dev/shm has 0\.0 GiB free"
+            ValueError, match=r"needs 0\.1 GiB of shared memory \(/dev/shm\) but 0\.0 GiB is free"
         ):
             encode_pixels(model, frames(33, 512, 512))
     assert manager.group is None

@@ -3,8 +3,11 @@ console, and the refusal before any worker starts when the chosen weights option
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 
+from ..wire.config import SHM_DIR
+from ..wire.job_memory import Capacity
 from ..wire.memory_plan import PreFlight, activation_bytes, check_host, check_plan, model_sizes, plan
 from . import console
 
@@ -35,6 +38,17 @@ def available_host_bytes() -> int | None:
     except OSError:
         return None
     return None
+
+
+def shm_free_bytes() -> int:
+    """Free bytes of the shared-memory filesystem the jobs' tensors live in."""
+    stats = os.statvfs(SHM_DIR)
+    return stats.f_bavail * stats.f_frsize
+
+
+def machine_capacity(devices: Sequence[str]) -> Capacity:
+    """What the machine has for a job on `devices` (wire/job_memory.py)."""
+    return Capacity(shm_free_bytes(), available_host_bytes(), tuple(devices), gpu_capacities(devices))
 
 
 def preflight(

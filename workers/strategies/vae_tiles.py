@@ -173,7 +173,8 @@ def check_ltxcore_tiles(settings: TileSettings) -> None:
     VAEDecodeTiled's range (TileSettings) they can be cut by. ValueError saying what to change."""
     if settings.tile_px != AUTO and settings.overlap_px >= settings.tile_px:
         raise ValueError(
-            f"overlap {settings.overlap_px} must be smaller than tile_size {settings.tile_px} for ltx-core's tiles"
+            f"overlap {settings.overlap_px} must be smaller than tile_size {settings.tile_px} for ltx-core's tiles; "
+            f"set overlap to at most {settings.tile_px - PIXELS_PER_CELL}, or tile_size to 0 (auto)"
         )
     if settings.temporal_frames == AUTO:
         return  # one chunk: the temporal overlap is not used
@@ -186,7 +187,8 @@ def check_ltxcore_tiles(settings: TileSettings) -> None:
         )
     if overlap >= size:
         raise ValueError(
-            f"temporal_overlap {overlap} must be smaller than temporal_size {size} for ltx-core's tiles"
+            f"temporal_overlap {overlap} must be smaller than temporal_size {size} for ltx-core's tiles; set "
+            f"temporal_overlap to at most {size - FRAMES_PER_CELL}, or temporal_size to 0 (the whole clip)"
         )
 
 
