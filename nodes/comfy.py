@@ -166,6 +166,9 @@ def install_process_hooks() -> None:
     - SIGTERM (systemd, docker stop, kill): ComfyUI installs no handler, so the process would end
       without atexit and leave the workers' shared memory; ours ends the groups, then hands the signal
       on (workers/group/shutdown.py). Ctrl+C needs nothing: main.py returns and atexit runs.
+    - "Unload Models" or "Free memory" while a prompt runs: ComfyUI only flags it for after the prompt;
+      the group manager cancels its job at the next unit of work and stops the group at once
+      (`install_free_hook`, workers/group/manager.py NOTE [unload during a run]).
     Outside ComfyUI nothing is installed. tests/test_pack_loading.py checks both here, with a stand-in
     for ComfyUI's module; the server tests check them in a real ComfyUI (test_comfyui_server.py
     "Unload Models", test_comfyui_stop.py SIGTERM).
@@ -176,6 +179,7 @@ def install_process_hooks() -> None:
     from ..workers.group.shutdown import install_sigterm_handler
 
     install_unload_hook(lambda: get_manager().unload("ComfyUI unloaded all models"))
+    install_free_hook(get_manager().request_unload)
     install_sigterm_handler()
 
 
@@ -195,6 +199,34 @@ def install_unload_hook(on_unload: Callable[[], None]) -> bool:
 
     unload_all_models._ltx2_mgpu_hooked = True  # type: ignore[attr-defined]
     mm.unload_all_models = unload_all_models
+    return True
+
+
+# POST /free's flags (server.py post_free): "Unload Models" sets the first, "Free memory" the second.
+FREE_FLAGS = ("unload_models", "free_memory")
+
+
+def install_free_hook(on_free_during_run: Callable[[], None]) -> bool:
+    """Call `on_free_during_run` when "Unload Models" or "Free memory" is posted while a prompt runs.
+
+    ComfyUI only sets a flag on its prompt queue then and unloads once the prompt has ended
+    (main.py prompt_worker), so a long job would run to its end first. Wraps the queue's set_flag
+    once (the server's queue exists before custom nodes load); nothing outside ComfyUI's server.
+    """
+    server = sys.modules.get("server")  # never imports ComfyUI's server
+    queue = getattr(getattr(getattr(server, "PromptServer", None), "instance", None), "prompt_queue", None)
+    if queue is None or getattr(queue.set_flag, "_ltx2_mgpu_hooked", False):
+        return False
+    original = queue.set_flag
+
+    def set_flag(name: str, data: Any) -> Any:
+        result = original(name, data)
+        if name in FREE_FLAGS and data and getattr(queue, "currently_running", None):
+            on_free_during_run()
+        return result
+
+    set_flag._ltx2_mgpu_hooked = True  # type: ignore[attr-defined]
+    queue.set_flag = set_flag
     return True
 
 

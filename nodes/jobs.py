@@ -12,15 +12,23 @@ from . import comfy
 
 
 @contextmanager
-def as_comfy_errors() -> Iterator[None]:
-    """Cancel agreed by the workers becomes ComfyUI's interrupt (the UI shows "interrupted", not an
-    error); input the workers rejected becomes ValueError with their message. Fatal group errors pass
-    through: the group is already stopped and the next run starts a fresh one."""
+def cancel_as_interrupt() -> Iterator[None]:
+    """Cancel agreed by the workers (Cancel, or Unload Models during the run) becomes ComfyUI's
+    interrupt: the UI shows "interrupted", not an error."""
     try:
         yield
     except JobCancelled:
         comfy.raise_interrupted()
         raise
+
+
+@contextmanager
+def as_comfy_errors() -> Iterator[None]:
+    """`cancel_as_interrupt`, and input the workers rejected becomes ValueError with their message.
+    Fatal group errors pass through: the group is already stopped and the next run starts a fresh one."""
+    try:
+        with cancel_as_interrupt():
+            yield
     except JobInputError as exc:
         raise ValueError(str(exc)) from None
 

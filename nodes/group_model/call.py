@@ -27,6 +27,7 @@ from ...workers.wire.capabilities import capabilities
 from ...workers.wire.errors import JobInputError
 from ...workers.wire.requests import ComfyModelCall, ComfyTextEmbeds, Request
 from .. import comfy
+from ..jobs import cancel_as_interrupt
 from .patches import PatchSetSender, patch_signature
 
 # Runs one request on the group -> the ranks' replies. Default: the manager's group for the
@@ -35,6 +36,13 @@ RunFn = Callable[[Request], list[dict]]
 # Conditioning tensors the ranks keep per MODEL, most recently used first out last. A CFG step needs
 # the batched context and masks (2-4 entries); STG / modality passes add a cond-only batch.
 CACHE_ENTRIES = 8
+
+
+def run_on_group(recipe: MGPUModel, request: Request) -> list[dict]:
+    """One model call on the manager's group; a cancel (Unload Models during sampling) as ComfyUI's
+    interrupt, as the sampler's own Cancel check raises it."""
+    with cancel_as_interrupt():
+        return get_manager().run(recipe, request, quiet=True)
 
 
 @dataclass
@@ -51,7 +59,7 @@ class GroupModelCall:
 
     def __init__(self, recipe: MGPUModel, run: RunFn | None = None) -> None:
         self.recipe = recipe
-        self._run_job = run or (lambda request: get_manager().run(recipe, request, quiet=True))
+        self._run_job = run or (lambda request: run_on_group(recipe, request))
         self._token = secrets.token_hex(8)  # names this model's cache on the ranks
         self._ids = itertools.count(1)
         self._cache: list[_Cached] = []  # least recently used first

@@ -19,7 +19,7 @@ from pathlib import Path
 from ..wire.backend import BACKEND_LTXCORE
 from ..wire.capabilities import capabilities
 from ..wire.constants import DEFAULT_MAX_VIDEO_TOKENS
-from ..wire.errors import JobInputError, WorkerGroupError
+from ..wire.errors import JobCancelled, JobInputError, WorkerGroupError
 from ..wire.gguf_checks import check_gguf_loadable
 from ..wire.lora_files import LoraSpec, active_loras
 from ..wire.model_files import describe_checkpoint
@@ -99,13 +99,33 @@ def for_op(model: MGPUModel, op: str) -> MGPUModel:
 
 
 class GroupManager:
+    """NOTE [unload during a run]: ComfyUI acts on "Unload Models" (POST /free) only between prompts, so
+    a running job would run to its end before the workers stop. `request_unload` (called from the HTTP
+    thread, without the job lock) makes every job cancel at its next unit of work, stops the group
+    as soon as the job has ended, and refuses further jobs until `unload` (ComfyUI's own unload after
+    the prompt) clears it."""
+
     def __init__(self) -> None:
         self._lock = threading.RLock()
         self._group: client.WorkerGroup | None = None
         self._loaded: MGPUModel | None = None  # the base (loras=()) loaded in the group
         self._engine: str | None = None  # the group's engine (NOTE [engine seam]): fixed at its first load
         self._loras: LoraSpec | None = ()  # the LoRA set fused into it; None: unknown, ask the workers
+        self._unload_requested = threading.Event()
         self.env: dict[str, str] = {}
+
+    def request_unload(self) -> None:
+        """Unload Models was pressed while a prompt runs (NOTE [unload during a run]). Thread-safe."""
+        self._unload_requested.set()
+
+    def _cancel_check(self, should_cancel: Callable[[], bool] | None) -> Callable[[], bool]:
+        return lambda: self._unload_requested.is_set() or bool(should_cancel is not None and should_cancel())
+
+    def _unload_if_requested(self) -> None:
+        """Before and after every job: a pending unload stops the group (the job, if any, was cancelled)."""
+        if self._unload_requested.is_set():
+            self._stop_group("Unload Models was pressed during the run")
+            raise JobCancelled("Unload Models was pressed: the run was cancelled and the workers stopped")
 
     @property
     def group(self) -> client.WorkerGroup | None:
@@ -127,6 +147,8 @@ class GroupManager:
         `quiet`: no console line when the loaded model is reused (every call of native sampling).
         """
         with self._lock:
+            self._unload_if_requested()
+            should_cancel = self._cancel_check(should_cancel)
             t0 = time.monotonic()
             base = replace(model, loras=())
             if self._loaded != base:
@@ -161,6 +183,7 @@ class GroupManager:
                 except WorkerGroupError as exc:
                     if exc.fatal:
                         self._group = None
+                    self._unload_if_requested()
                     raise
                 # A reused worker model may still hold LoRAs from before: the first sync finds out.
                 self._loaded, self._loras = base, None
@@ -191,6 +214,7 @@ class GroupManager:
             self._loaded, self._loras = None, None
             if exc.fatal:
                 self._group = None
+            self._unload_if_requested()
             raise
         self._loras = loras
 
@@ -214,19 +238,26 @@ class GroupManager:
             model = for_op(model, op)
             group = self.acquire(model, should_cancel=should_cancel, with_loras=uses_loras(op), quiet=quiet)
             try:
-                return group.run(op, wire, on_progress=on_progress, should_cancel=should_cancel)
+                return group.run(
+                    op, wire, on_progress=on_progress, should_cancel=self._cancel_check(should_cancel)
+                )
             except WorkerGroupError as exc:
                 if exc.fatal:
                     self._group, self._loaded = None, None
+                self._unload_if_requested()
                 raise
 
     def unload(self, reason: str = "unload requested") -> None:
-        """Stop the group and free all it holds (ComfyUI's "Unload Models"). `reason` goes into the
-        console line."""
+        """Stop the group and free all it holds (ComfyUI's "Unload Models", after the prompt). `reason`
+        goes into the console line. Ends a pending `request_unload`: later jobs start a fresh group."""
         with self._lock:
-            if self._group is not None:
-                self._group.stop(reason)
-            self._group, self._loaded, self._loras, self._engine = None, None, (), None
+            self._stop_group(reason)
+            self._unload_requested.clear()
+
+    def _stop_group(self, reason: str) -> None:
+        if self._group is not None:
+            self._group.stop(reason)
+        self._group, self._loaded, self._loras, self._engine = None, None, (), None
 
 
 def _describe(model: MGPUModel) -> str:
