@@ -11,6 +11,8 @@ block, `Job.cancel_requested`), this rank still has units, this rank failed the 
   to the others at the next boundary: every rank raises the same `InputRejected`, recoverable.
 - Idle ranks call `idle()`, which joins the boundaries until the active ranks `finish()`; active
   ranks all run the same number of units (the strategies guarantee it: their exchanges need it).
+- A unit that holds no collective (a tile) may stop early when this rank sees the request
+  (`cancel_requested`): the request stays set until the job ends, so the next boundary cancels.
 Cost: one all_reduce of three int32 per unit (tens of microseconds between local processes); the
 messages of a failure are gathered only when one happened.
 """
@@ -33,6 +35,11 @@ class UnitSteps:
         self.job = job
         self.units = 0  # boundaries this rank has passed
         self._error: str | None = None
+
+    def cancel_requested(self) -> bool:
+        """This rank's own view of the cancel request (no collective): a unit may stop early on it, as
+        the request stays until the job ends and the next boundary then cancels on every rank."""
+        return self.job.cancel_requested()
 
     def fail(self, message: str) -> None:
         """Record that this rank's current unit failed; the next boundary makes every rank raise it."""

@@ -190,8 +190,9 @@ def _decode_tiled(job, vae, video: torch.Tensor, image5: torch.Tensor, tiles: Ti
     prefaulting = shm_prefault.prefault_in_background([flat[first:stop]])
     try:
         frames, decoded = decode_tiled(
-            vae, video, args, job.rank, job.world_size, output_device, total, on_round, units.fail
-        )
+            vae, video, args, job.rank, job.world_size, output_device, total, on_round, units.fail,
+            units.cancel_requested,
+        )  # fmt: skip
     finally:  # a cancel or an error: the thread must not touch the IMAGE after the job
         if prefaulting is not None:
             prefaulting.join()

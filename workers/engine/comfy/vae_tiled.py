@@ -13,11 +13,13 @@ a tile decoded on rank i gets the noise VAEDecodeTiled gives it: tiles stay inde
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 import torch
 import torch.distributed as dist
 from comfy import utils as comfy_utils
+from torch import nn
 
 from ...strategies.native_tiles import TiledDecodeArgs
 from ...strategies.native_tiles import tiled_decode_args as native_tiled_decode_args
@@ -28,6 +30,34 @@ from ...wire.requests import TileSettings
 RoundFn = Callable[[int, int], None]
 # A tile's decode failed on this rank (its message): the next round's boundary tells every rank.
 FailFn = Callable[[str], None]
+# Whether this rank has seen a cancel request (a local read; the next boundary agrees on it).
+StopFn = Callable[[], bool]
+
+
+class _TileStopped(Exception):
+    """A cancel seen inside a tile's decode: the tile is dropped, the round's boundary cancels."""
+
+
+@contextmanager
+def _stoppable(model: nn.Module, should_stop: StopFn | None) -> Iterator[None]:
+    """While decoding one tile, every leaf module checks `should_stop` before it runs, so a cancel
+    waits for one layer, not a whole tile. Safe because the cancel request never goes away within a
+    job: a rank that drops its tile raises the cancel at the boundary (NOTE [units])."""
+    if should_stop is None:
+        yield
+        return
+
+    def check(_module: nn.Module, _inputs: tuple) -> None:
+        if should_stop():
+            raise _TileStopped
+
+    leaves = [m for m in model.modules() if next(m.children(), None) is None]
+    handles = [m.register_forward_pre_hook(check) for m in leaves]
+    try:
+        yield
+    finally:
+        for handle in handles:
+            handle.remove()
 
 
 def tiled_decode_args(vae, tiles: TileSettings) -> TiledDecodeArgs:
@@ -73,11 +103,13 @@ def decode_share(
     total_tiles: int,
     on_round: RoundFn | None = None,
     on_error: FailFn | None = None,
+    should_stop: StopFn | None = None,
 ) -> tuple[torch.Tensor, int]:
     """This rank's share of VAEDecodeTiled's decoder output [B, 3, frames, H, W] (float32, before
     process_output) and the number of tiles it decoded. Collective only through `on_round`, which
     every rank calls after the same tiles. A tile that fails here goes to `on_error` (when given)
-    and counts as zeros, so the ranks stay in step until the round's boundary raises it everywhere."""
+    and counts as zeros, so the ranks stay in step until the round's boundary raises it everywhere;
+    a tile stopped by `should_stop` (a cancel seen mid-tile) too, and that boundary cancels."""
     calls = 0
     decoded = 0
     model = vae.first_stage_model
@@ -92,7 +124,10 @@ def decode_share(
         if index % world_size == rank:
             decoded += 1
             try:
-                pixels = _decode_tile(model, vae, tile, shape, out_dtype)
+                with _stoppable(model, should_stop):
+                    pixels = _decode_tile(model, vae, tile, shape, out_dtype)
+            except _TileStopped:
+                pass  # zeros; the boundary below raises the cancel on every rank
             except (RuntimeError, ValueError) as exc:  # torch's errors: shapes, memory
                 if on_error is None:
                     raise
@@ -136,12 +171,13 @@ def decode_tiled(
     total_tiles: int,
     on_round: RoundFn | None = None,
     on_error: FailFn | None = None,
+    should_stop: StopFn | None = None,
 ) -> tuple[torch.Tensor, int]:
     """Collective: every rank gets the whole of VAEDecodeTiled's output [B, 3, frames, H, W] as IMAGE
     values (process_output applied), and the number of tiles it decoded itself. `total_tiles`: the
     decoder calls per batch item (native_tiles.num_tiles)."""
     share, decoded = decode_share(
-        vae, latent, args, rank, world_size, output_device, total_tiles, on_round, on_error
+        vae, latent, args, rank, world_size, output_device, total_tiles, on_round, on_error, should_stop
     )
     if world_size > 1:
         dist.all_reduce(share)
