@@ -19,7 +19,8 @@ from ..workers.strategies.vae_memory import VaeWidths, decode_need, encode_need,
 from ..workers.strategies.vae_tiles import check_ltxcore_tiles
 from ..workers.text.gemma3 import GemmaConfig
 from ..workers.text.prompt_memory import prompt_need
-from ..workers.text.text_tokenizer import load_prompt_tokenizer
+from ..workers.text.text_encoder import GemmaFiles
+from ..workers.text.text_tokenizer import PromptTokenizer, load_prompt_tokenizer
 from ..workers.wire.backend import BACKEND_COMFY
 from ..workers.wire.job_memory import JobNeed, check_need
 from ..workers.wire.model_files import read_safetensors_header
@@ -88,37 +89,48 @@ def check_encode(model: MGPUModel, frames: torch.Tensor, plan: EncodePlan) -> No
     _check_memory(model, need)
 
 
-def check_prompt(
-    model: MGPUModel, config: GemmaConfig, num_tokens: int, width: int, weight_bytes: int
-) -> None:
-    """MGPU Text Encode's memory check for one prompt of `num_tokens` ids, output width `width`, for a
-    text encoder of `weight_bytes` (a GPU holds at least its share of them, split by layers)."""
-    need = prompt_need(config, num_tokens, width, "MGPU Text Encode")
-    need = replace(need, resident_bytes=weight_bytes // model.world_size)
-    check_need(need, machine_capacity(model.devices))
+def prompt_ids(
+    model: MGPUModel, gemma: GemmaFiles, tokenizer: PromptTokenizer, text: str, width: int
+) -> list[int]:
+    """MGPU Text Encode's prompt as token ids, once its memory is known to fit (output width `width`; a
+    GPU holds at least its share of the text encoder's weights, split by layers). A prompt whose
+    fewest possible tokens (tokenizer.min_tokens) already do not fit is refused without tokenizing."""
+    capacity = machine_capacity(model.devices)
+    resident = gemma.size_bytes(torch.bfloat16) // model.world_size
+
+    def check(num_tokens: int, at_least: bool = False) -> None:
+        need = prompt_need(gemma.config, num_tokens, width, "MGPU Text Encode", at_least)
+        check_need(replace(need, resident_bytes=resident), capacity)
+
+    check(tokenizer.min_tokens(text), at_least=True)
+    ids = tokenizer.token_ids(text)
+    check(len(ids))
+    return ids
 
 
 def check_gemma4_prompt(model: MGPUModel, path: Path, text: str, slot_tokens: int, width: int) -> None:
     """The same for LTX-2.5's Gemma 4 (12B: Gemma 3 12B's widths and heads, GemmaConfig's defaults),
     whose output slot is sized from the prompt's bytes (`slot_tokens`, an upper bound on its tokens).
-    The workers' part is estimated from that bound, and from the prompt's real token count when the
-    bound does not fit (ComfyUI's tokenizer runs in the workers; the file's own counts here)."""
-    config, weights = GemmaConfig(), path.stat().st_size
+    The workers' part is estimated from that bound, and when it does not fit, from the prompt's fewest
+    possible and then its real tokens (ComfyUI's tokenizer runs in the workers; the file's own counts
+    here)."""
     capacity = machine_capacity(model.devices)
-    need = replace(
-        prompt_need(config, slot_tokens, width, "MGPU Text Encode"),
-        resident_bytes=weights // model.world_size,
-    )
+    resident = path.stat().st_size // model.world_size
+
+    def check(num_tokens: int, at_least: bool = False) -> None:
+        need = prompt_need(GemmaConfig(), num_tokens, width, "MGPU Text Encode", at_least)
+        check_need(replace(need, shared_bytes=slot_tokens * width * 4, resident_bytes=resident), capacity)
+
     try:
-        check_need(need, capacity)
+        check(slot_tokens)
         return
     except ValueError as bound_error:
         try:
-            tokens = len(load_prompt_tokenizer(path).token_ids(text))
+            tokenizer = load_prompt_tokenizer(path)
         except ValueError:  # no tokenizer in the file: the bound's refusal stands
             raise bound_error from None
-    counted = prompt_need(config, tokens, width, "MGPU Text Encode")
-    check_need(replace(counted, shared_bytes=need.shared_bytes, resident_bytes=need.resident_bytes), capacity)
+    check(tokenizer.min_tokens(text), at_least=True)
+    check(len(tokenizer.token_ids(text)))
 
 
 def _check_memory(model: MGPUModel, need: JobNeed) -> None:

@@ -9,7 +9,7 @@ import torch
 from ..workers.group.client import output_slot
 from ..workers.group.manager import MGPUModel
 from ..workers.text.gemma_lora import text_lora_pairs
-from ..workers.text.text_encoder import open_gemma
+from ..workers.text.text_encoder import open_gemma_cached
 from ..workers.text.text_tokenizer import load_prompt_tokenizer
 from ..workers.wire.capabilities import capabilities
 from ..workers.wire.file_pairing import check_text_encoder_fits
@@ -18,7 +18,7 @@ from ..workers.wire.model_files import read_safetensors_header
 from ..workers.wire.requests import TEXT_PLACEMENTS as PLACEMENTS
 from ..workers.wire.requests import EncodeGemma4, EncodeText
 from . import comfy
-from .job_checks import check_gemma4_prompt, check_prompt
+from .job_checks import check_gemma4_prompt, prompt_ids
 from .jobs import run_job
 from .mgpu_lora import LORA_FOLDERS, NO_LORA
 
@@ -145,11 +145,10 @@ def encode_prompt(
     check_text_encoder_fits(path, mgpu_model.checkpoint, is_gemma4)  # before any worker reads it
     if is_gemma4:
         return (encode_gemma4(mgpu_model, path, text, node_id, placement),)
-    gemma = open_gemma(path)  # the file's own errors first, before a tokenizer is looked for
+    gemma = open_gemma_cached(path)  # the file's own errors first, before a tokenizer is looked for
     loras = text_lora_entry(lora_name, lora_strength, gemma.shapes)
-    ids = load_prompt_tokenizer(path).token_ids(text)
     width = projection_width(mgpu_model.checkpoint)
-    check_prompt(mgpu_model, gemma.config, len(ids), width, gemma.size_bytes(torch.bfloat16))
+    ids = prompt_ids(mgpu_model, gemma, load_prompt_tokenizer(path), text, width)  # memory checked
     out = output_slot((1, len(ids), width), torch.float32)
     request = EncodeText(
         text_encoder=str(path), prompts=[ids], placement=placement, outputs=[out], text_loras=tuple(loras)

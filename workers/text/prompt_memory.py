@@ -36,10 +36,13 @@ def prompt_worker_bytes(config: GemmaConfig, num_tokens: int) -> int:
     return attention + states + mlp
 
 
-def prompt_need(config: GemmaConfig, num_tokens: int, width: int, what: str) -> JobNeed:
-    """One prompt's need: the worker's (prompt_worker_bytes) and the shared output [1, tokens, width]."""
+def prompt_need(
+    config: GemmaConfig, num_tokens: int, width: int, what: str, at_least: bool = False
+) -> JobNeed:
+    """One prompt's need: the worker's (prompt_worker_bytes) and the shared output [1, tokens, width].
+    `at_least`: num_tokens is a lower bound on the prompt's tokens (said so in the refusal)."""
     return JobNeed(
-        what=f"{what} of a prompt of {num_tokens:,} tokens",
+        what=f"{what} of a prompt of {'at least ' if at_least else ''}{num_tokens:,} tokens",
         lower="the prompt's length",
         shared_bytes=num_tokens * width * FLOAT32,
         worker_bytes=prompt_worker_bytes(config, num_tokens),

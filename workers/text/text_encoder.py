@@ -22,6 +22,7 @@ major / state-minor, then the checkpoint's `text_embedding_projection`.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -76,6 +77,20 @@ class GemmaFiles:
         itemsize = torch.empty((), dtype=dtype).element_size()
         chosen = keys if keys is not None else self.shapes
         return sum(self.stored_bytes.get(k, math.prod(self.shapes[k]) * itemsize) for k in chosen)
+
+
+def open_gemma_cached(path: Path | str) -> GemmaFiles:
+    """open_gemma, remembered per version of the files (their names, sizes and times): the node opens
+    the same text encoder on every run, and checking its shapes builds the model's skeleton."""
+    path = Path(path).resolve()
+    files = sorted([*path.glob("*.safetensors"), *path.glob("config.json")]) if path.is_dir() else [path]
+    stamp = tuple((str(f), f.stat().st_size, f.stat().st_mtime_ns) for f in files if f.exists())
+    return _open_gemma_version(path, stamp)
+
+
+@functools.lru_cache(maxsize=4)
+def _open_gemma_version(path: Path, _stamp: tuple) -> GemmaFiles:
+    return open_gemma(path)
 
 
 def open_gemma(path: Path | str) -> GemmaFiles:

@@ -33,17 +33,34 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model")
 
 
 class PromptTokenizer:
-    """text -> Gemma token ids with BOS first (no padding). `source` says where it was loaded from."""
+    """text -> Gemma token ids with BOS first (no padding). `source` says where it was loaded from.
+    `pieces`: the vocabulary's pieces as text (for `min_tokens`), read on first use."""
 
-    def __init__(self, encode: Any, bos_id: int, source: str, kind: str) -> None:
+    def __init__(self, encode: Any, bos_id: int, source: str, kind: str, pieces: Any = None) -> None:
         self._encode = encode
+        self._pieces = pieces
         self.bos_id = bos_id
         self.source = source
         self.kind = kind  # "tokenizers" or "sentencepiece"
 
+    @staticmethod
+    def _unescape(text: str) -> str:
+        return text.replace("\\)", ")").replace("\\(", "(")  # ComfyUI's escape/unescape of brackets
+
     def token_ids(self, text: str) -> list[int]:
-        text = text.replace("\\)", ")").replace("\\(", "(")  # ComfyUI's escape/unescape of brackets
-        return [self.bos_id, *self._encode(text)]
+        return [self.bos_id, *self._encode(self._unescape(text))]
+
+    @functools.cached_property
+    def longest_piece_bytes(self) -> int:
+        """An upper bound on the UTF-8 bytes one token stands for: its piece's own bytes (the word marker
+        and byte-fallback pieces take more bytes than they stand for)."""
+        return max((len(piece.encode("utf-8")) for piece in self._pieces()), default=1) if self._pieces else 1
+
+    def min_tokens(self, text: str) -> int:
+        """A lower bound on len(token_ids(text)) without tokenizing: every token stands for at most
+        `longest_piece_bytes` bytes (less the one id ComfyUI's SentencePiece path drops), plus BOS."""
+        size = len(self._unescape(text).encode("utf-8"))
+        return 1 + max(0, -(-size // self.longest_piece_bytes) - 1)
 
 
 def padded_length(num_tokens: int) -> int:
@@ -61,6 +78,7 @@ def _from_tokenizers_json(data: str, source: str) -> PromptTokenizer:
         DEFAULT_BOS_ID if bos is None else int(bos),
         source,
         "tokenizers",
+        lambda: tokenizer.get_vocab(),
     )
 
 
@@ -90,7 +108,11 @@ def _from_sentencepiece(model: bytes, source: str) -> PromptTokenizer:
         return ids[1:]
 
     bos = processor.bos_id()
-    return PromptTokenizer(encode, DEFAULT_BOS_ID if bos < 0 else int(bos), source, "sentencepiece")
+
+    def pieces() -> list[str]:
+        return [processor.id_to_piece(i) for i in range(processor.get_piece_size())]
+
+    return PromptTokenizer(encode, DEFAULT_BOS_ID if bos < 0 else int(bos), source, "sentencepiece", pieces)
 
 
 def _embedded(path: Path) -> PromptTokenizer | None:
