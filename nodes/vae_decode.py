@@ -10,6 +10,7 @@ import torch
 from ..workers.group.client import output_slot
 from ..workers.group.manager import MGPUModel
 from ..workers.wire import shm
+from ..workers.wire.checks import check_audio_latent, check_video_latent
 from ..workers.wire.model_files import read_checkpoint_config
 from ..workers.wire.requests import (
     AUTO,
@@ -53,8 +54,10 @@ def decode_latent(
     video = parts.video.float().contiguous()
     audio = None if parts.audio is None else parts.audio.float().contiguous()
     chunk_bytes = int(attention_chunk_mb) * 2**20
-    # The checks, before any allocation: the request's, then the plan's and the memory's.
-    VaeDecode(video=video, audio=audio, tiles=settings, mode=mode, na_chunk_bytes=chunk_bytes)
+    # The checks, before any allocation: the shapes, the plan's and the memory's, then the values.
+    check_video_latent(video)
+    if audio is not None:
+        check_audio_latent(audio)
     wave = None
     if parts.audio is not None:
         # LTX-2.5's audio VAE is its own file, with the audio config in its metadata.
@@ -63,6 +66,7 @@ def decode_latent(
     image_dims = image_shape(tuple(parts.video.shape))
     wave_dims = None if wave is None else wave.shape(parts.audio.shape[0])
     check_decode(mgpu_model, video, settings, mode, 0 if wave_dims is None else 4 * math.prod(wave_dims))
+    VaeDecode(video=video, audio=audio, tiles=settings, mode=mode, na_chunk_bytes=chunk_bytes)
     # Workers write into these; the job unlinks their names when it ends (NOTE [shm lifetime]).
     out_image = output_slot(image_dims, torch.float32)
     out_audio = None if wave_dims is None else output_slot(wave_dims, torch.float32)

@@ -5,9 +5,10 @@ Per worker, a decode or encode holds its part of the frames as copies and the de
 activations at the full-resolution level, `elements_per_pixel` values a pixel (conv_in's channels
 over the patch area for the encoder, conv_out's input channels over it for the decoder: 8 for LTX-2's
 VAE, 128 channels per 4 x 4 patch), for the frames of one time chunk (ComfyUI's Encoder and Decoder
-cut time so a chunk's activation stays near MAX_CHUNK_BYTES). Checked on the CPU against the tiny
-model's peaks (2 workers, float32; estimate / measured): encode 9 x 1024 x 1024 1.1, exact decode 1.0,
-tiled decode 1.1.
+cut time so a chunk's activation stays near MAX_CHUNK_BYTES). Against the peaks measured on the CPU
+with the tiny model (2 workers, float32, 9 frames; estimate / measured): encode 0.7 (512 x 768) to 1.4
+(1024 x 1024), exact decode 0.6-0.8, tiled decode 0.7-0.9 (tests/test_decode_input_grid.py keeps them
+within 0.5-2). Not measured on LTX-2's own VAE (a GPU run: docs/NODES.md).
 """
 
 from __future__ import annotations
@@ -30,12 +31,14 @@ LIVE_TENSORS = 4
 # A worker's copies of its input pixels per pixel and channel: two float32 temporaries of the IMAGE
 # mapped to [-1, 1] and two in the VAE's dtype (ops_vae_encode.slab_input), bytes = 2 * 4 + 2 * dtype.
 INPUT_COPIES_F32, INPUT_COPIES_VAE = 2, 2
-# A decoded chunk on its way to the IMAGE, per pixel: IMAGE values (float32, 3 channels) and the
-# decoder's output (3 channels, its dtype) (comfy_vae._ImageWriter).
+# A decoded chunk on its way to the IMAGE, per pixel: IMAGE values (float32, 3 channels), and in the
+# VAE's dtype conv_out's output, its unpatchified copy and the mapping's input (comfy_vae._ImageWriter).
 OUTPUT_F32_CHANNELS = 3
-# A tiled decode keeps VAEDecodeTiled's whole output, its weight sum and the mapped IMAGE values on
-# every worker (float32): 3 + 1 + 3 channels (comfy_vae_tiled.decode_tiled).
-TILED_WHOLE_CHANNELS = 7
+OUTPUT_VAE_COPIES = 3
+# A tiled decode keeps VAEDecodeTiled's whole output, its weight sum, the mapped IMAGE values and their
+# channels-last copy on every worker (float32): 3 + 1 + 3 + 3 channels (comfy_vae_tiled.decode_tiled,
+# comfy_vae._decode_tiled).
+TILED_WHOLE_CHANNELS = 10
 RGB = 3
 # LTX-2's VAE, when the file does not say (8 = 128 channels per 4 x 4 patch).
 DEFAULT_ELEMENTS_PER_PIXEL = 8.0
@@ -123,7 +126,8 @@ def decode_need(
         band = -(-max(h, w) // max(1, min(world_size, max(h, w)))) * PIXELS_PER_CELL
         band_pixels = band * (width if h >= w else height)
         chunk = _chunk(frames, height * width, widths.decoder, vae_bytes, MAX_CHUNK_BYTES)
-        worker = band_pixels * chunk * (per_pixel + OUTPUT_F32_CHANNELS * 4 + RGB * vae_bytes)
+        output = OUTPUT_F32_CHANNELS * 4 + OUTPUT_VAE_COPIES * RGB * vae_bytes
+        worker = band_pixels * chunk * (per_pixel + output)
     else:
         grid = tile_grid(latent_fhw, tiles)
         largest = [max(cells for _, cells in spans) for spans in grid]

@@ -186,11 +186,17 @@ def _decode_tiled(job, vae, video: torch.Tensor, image5: torch.Tensor, tiles: Ti
         job.progress(done, of)
         units.step()
 
+    def on_error(message: str) -> None:  # raised alike on every rank at the next boundary
+        units.fail(
+            f"Distributed VAE Decode, tiled mode: {message}. Set tile_size to 0 (auto) or another size, "
+            "or mode to exact"
+        )
+
     # NOTE [shm prefault]: this rank's frames of the fresh IMAGE fault in while the tiles decode.
     prefaulting = shm_prefault.prefault_in_background([flat[first:stop]])
     try:
         frames, decoded = decode_tiled(
-            vae, video, args, job.rank, job.world_size, output_device, total, on_round, units.fail,
+            vae, video, args, job.rank, job.world_size, output_device, total, on_round, on_error,
             units.cancel_requested,
         )  # fmt: skip
     finally:  # a cancel or an error: the thread must not touch the IMAGE after the job
