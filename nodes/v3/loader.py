@@ -79,10 +79,10 @@ class LTX2MGPULoader(io.ComfyNode):
                     "compile_blocks",
                     default=False,
                     optional=True,
-                    tooltip="torch.compile the transformer blocks in every worker (mode comfyui only). The first "
-                    "run at a new resolution compiles for 17-23 s (an H200 machine); later steps run faster "
-                    "(measured gain in the README). Same results within float rounding. Weights replicated only; "
-                    "not for GGUF files.",
+                    tooltip="torch.compile the transformer blocks in every worker. The first run at a new "
+                    "resolution compiles first (17-23 s for LTX-2 19B on an H200 machine); later steps run a few percent faster in bf16 (measured figures in "
+                    "the pack's docs/PERFORMANCE.md; slower for fp8 scaled files at small sizes). Same results "
+                    "within float rounding. Weights replicated only; not for GGUF files.",
                 ),
                 io.Boolean.Input(
                     "fp8_matmul",
