@@ -164,7 +164,7 @@ def test_an_unknown_weight_format_is_refused_before_any_worker_starts():
     from ltx2_mgpu.workers.rank import ops
     from ltx2_mgpu.workers.wire.requests import ComfyLoadRandomModel
 
-    with pytest.raises(ValueError, match="weights 'nvfp4' is not one of bf16, fp8, int8"):
+    with pytest.raises(ValueError, match="weights 'nvfp4' is not one of bf16, fp8, fp8_fast, int8"):
         ComfyLoadRandomModel("/comfyui", weights="nvfp4")
     with pytest.raises(ops.InputRejected, match="weights 'fp4' is not one of"):
         ops.read_request(ComfyLoadRandomModel, {"comfyui_root": "/comfyui", "weights": "fp4"})
