@@ -8,8 +8,9 @@ memory capped by torch.cuda.set_per_process_memory_fraction, per option, against
   the other layers are cast in from host memory per call;
 - sharded, capped: FSDP2 over the blocks; needs one GPU per worker (NCCL refuses two ranks on one GPU),
   so on workers sharing a GPU it is recorded as skipped with that reason;
-- layers, capped: each worker holds a contiguous range of the blocks (drawn whole on the GPU, the other
-  ranges dropped before the cap) and runs every token of it, the hidden states broadcast once per range
+- layers, capped: each worker holds a contiguous range of the blocks, the ranges balancing the blocks'
+  bytes (drawn whole on the GPU, the other ranges dropped before the cap; `layer_blocks` in the JSON),
+  and runs every token of it, the hidden states broadcast once per range
   (workers/engine/comfy/layer_split.py NOTE [layers]; gloo through host memory on a shared GPU).
 
 Reported per option and size: step times (ms, the first step not counted), the median against
@@ -54,6 +55,8 @@ GIB = 2**30
 # The LTX-2.3 t2v template's size, 1280x704x121: latent 16 frames of 22 x 40 (--tokens 14080; not a default).
 TEMPLATE_SHAPES = {14_080: (1, 128, 16, 22, 40)}
 OPTIONS = ("replicated", "offloaded", "sharded", "layers")
+# What each worker's load reply reports (workers/engine/comfy/weights.py Residency).
+LOAD_KEYS = ("weights", "resident_bytes", "streamed_modules", "block_bytes", "weights_bytes", "layer_blocks")
 
 
 def reserve_bytes(config: dict, tokens: int, world_size: int, dtype: str) -> int:
@@ -93,13 +96,7 @@ def one_option(
         )  # fmt: skip
         out = {
             "memory_cap_gib": cap_bytes / GIB if capped else None,
-            "load": [
-                {
-                    k: r.get(k)
-                    for k in ("weights", "resident_bytes", "streamed_modules", "block_bytes", "weights_bytes")
-                }
-                for r in loaded
-            ],
+            "load": [{k: r.get(k) for k in LOAD_KEYS} for r in loaded],
             "sizes": {},
         }
         for tokens, shape in shapes.items():

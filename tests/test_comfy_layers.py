@@ -5,7 +5,9 @@ The tiny LTX-2 with four transformer blocks (its two blocks and two more drawn f
 num_layers set to match, so 3 workers hold 2 + 1 + 1): each worker holds its contiguous range and
 reports only that range's bytes, no layer streamed; the SP Sampler and native sampling on the loader's
 MODEL on 2 and 3 workers give replicated's result on one worker (every worker runs every token, as one
-worker does). The TDP Upscaler is refused under layers, naming the options that serve it.
+worker does). The same file in the released fp8 layout (block 0 float, blocks 1-3 fp8: blocks of
+different sizes) is split to balance the blocks' bytes, as the loader's pre-flight plans it, better than
+by count, with the same result. The TDP Upscaler is refused under layers, naming the options that serve it.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from dataclasses import replace
+from itertools import accumulate
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -98,8 +101,9 @@ def test_layers_sp_sampling_is_replicated(comfy, recipe, monkeypatch, ranks):  #
     assert [r["weights"] for r in replies] == ["layers"] * ranks
     assert [r["streamed_modules"] for r in replies] == [0] * ranks
     held = [r["block_bytes"] for r in replies]
-    counts = [2, 2] if ranks == 2 else [2, 1, 1]  # contiguous ranges, the first ranks one more
+    counts = [2, 2] if ranks == 2 else [2, 1, 1]  # blocks of one size: the first ranks one more
     assert held == [whole * n // BLOCKS for n in counts], (held, whole)
+    assert [r["layer_blocks"] for r in replies] == [[r.start, r.stop] for r in count_split(BLOCKS, ranks)]
     assert all(r["split_forwards"] == 0 for r in replies)  # every rank runs every token
     found = errors(ours, reference)
     print(f"\n[layers] SP Sampler {ranks} ranks vs replicated on 1: rel {[f'{r:.2e}' for _, r in found]}")
@@ -139,12 +143,57 @@ def test_the_tdp_upscaler_is_refused_under_layers(comfy):  # noqa: F811 (ComfyUI
         tdp_upscale(model, job, request=None, plan=None)
 
 
-def test_split_blocks_is_contiguous_and_even():
-    from ltx2_mgpu.workers.engine.comfy.layer_split import split_blocks
+@pytest.fixture(scope="module")
+def mixed(recipe, tmp_path_factory) -> MGPUModel:
+    """The 4-block file in the released fp8 layout: block 0 kept float (4 bytes a weight in float32),
+    the Linears of blocks 1-3 in fp8 (one byte): blocks of different sizes."""
+    from ltx2_mgpu.workers.embedded.tiny_variants import make_tiny_fp8
 
-    assert split_blocks(48, 3) == [range(0, 16), range(16, 32), range(32, 48)]
-    assert split_blocks(4, 3) == [range(0, 2), range(2, 3), range(3, 4)]
-    with pytest.raises(
-        ValueError, match="each of the 5 workers at least one of the model's 4 transformer blocks"
-    ):
-        split_blocks(4, 5)
+    folder = tmp_path_factory.mktemp("layers-fp8")
+    return replace(
+        recipe, checkpoint=str(make_tiny_fp8(recipe.checkpoint, folder / "tiny-4-blocks-fp8.safetensors"))
+    )
+
+
+@pytest.fixture(scope="module")
+def mixed_reference(comfy, mixed) -> tuple[tuple, list[torch.Tensor]]:  # noqa: F811
+    """The inputs and the fp8 file's result under replicated on one worker (made once for 2 and 3 ranks)."""
+    inputs = native_inputs(comfy, CASE)
+    return inputs, our_sample(comfy, mixed, CASE, *inputs)
+
+
+def count_split(num_blocks: int, world_size: int) -> list[range]:
+    """The split by count the ranges replaced: counts differing by at most one, the first ranks larger."""
+    base, extra = divmod(num_blocks, world_size)
+    stops = list(accumulate(base + (rank < extra) for rank in range(world_size)))
+    return [range(start, stop) for start, stop in zip([0, *stops], stops)]
+
+
+@pytest.mark.parametrize("ranks", [2, 3])
+def test_layers_split_bytes_as_planned(comfy, mixed, mixed_reference, monkeypatch, ranks):  # noqa: F811
+    """Blocks of different sizes: the loader's pre-flight (UI side, from the file's header) plans ranges
+    whose largest share is smaller than the count split's; every rank holds exactly its planned range and
+    bytes; the result is still replicated's on one worker."""
+    from ltx2_mgpu.workers.group.preflight import preflight
+    from ltx2_mgpu.workers.wire.layer_ranges import range_bytes
+    from ltx2_mgpu.workers.wire.memory_plan import model_sizes
+    from ltx2_mgpu.workers.wire.model_files import read_safetensors_header
+
+    header = read_safetensors_header(mixed.checkpoint)
+    each = model_sizes(header.shapes, header.dtypes, mixed.dtype).per_block_bytes
+    assert len(each) == BLOCKS and each[0] > 2 * each[1] and len(set(each[1:])) == 1  # float block 0, fp8 1-3
+    devices = tuple(f"cpu:{i}" for i in range(ranks))
+    found, _ = preflight(header.shapes, header.dtypes, devices, "layers", mixed.max_video_tokens, mixed.dtype)
+    planned = found.layer_ranges
+    by_count = range_bytes(each, count_split(BLOCKS, ranks))
+    assert max(range_bytes(each, planned)) < max(by_count), (planned, by_count)
+    inputs, reference = mixed_reference
+    ours, replies = sample(comfy, replace(mixed, devices=devices, weights="layers"), monkeypatch, inputs)
+    assert [r["layer_blocks"] for r in replies] == [[r.start, r.stop] for r in planned]
+    assert [r["block_bytes"] for r in replies] == list(range_bytes(each, planned))  # as the header says
+    found = errors(ours, reference)
+    print(
+        f"\n[layers] fp8 file, {ranks} ranks, blocks {[(r.start, r.stop) for r in planned]} of bytes "
+        f"{list(range_bytes(each, planned))} (by count {list(by_count)}): rel {[f'{r:.2e}' for _, r in found]}"
+    )
+    assert len(found) == 2 and all(rel <= RELATIVE_TOLERANCE for _, rel in found), found

@@ -41,7 +41,7 @@ from test_comfyui_native_parity import Case, comfy, errors, native_inputs, our_s
 from conftest import assert_no_leaks, run_ranks
 from ltx2_mgpu.workers.group.manager import MGPUModel, get_manager
 from ltx2_mgpu.workers.wire.comfyui_root import check_comfyui_root
-from ltx2_mgpu.workers.wire.memory_plan import IN_FLIGHT_BLOCKS, model_share, model_sizes
+from ltx2_mgpu.workers.wire.memory_plan import IN_FLIGHT_BLOCKS, model_shares, model_sizes
 from ltx2_mgpu.workers.wire.model_files import read_safetensors_header
 from ltx2_mgpu.workers.wire.requests import LoadModel
 
@@ -288,7 +288,7 @@ def test_sharded_quantized_file_is_replicated(comfy, recipe, quantized_files, mo
     sizes = model_sizes(*header_of(quantized_files[file]), "float32")
     assert held["replicated"] == [sizes.blocks_bytes] * 2 and sizes.block_scale_bytes > 0
     share = (
-        model_share(replace(sizes, other_bytes=0), "sharded", 2)
+        model_shares(replace(sizes, other_bytes=0), "sharded", 2)[0]
         - IN_FLIGHT_BLOCKS * sizes.largest_block_bytes
     )
     assert all(abs(n - share) <= sizes.blocks_bytes * 1e-3 for n in held["sharded"]), (held, share)
@@ -400,6 +400,7 @@ def test_the_weights_bench_runs_tiny_on_cpu(tmp_path, weights):
     # layers: each worker holds one of the two blocks, whole (its scales with it)
     assert [r["weights"] for r in loads["layers"]] == ["layers", "layers"]
     assert sum(r["block_bytes"] for r in loads["layers"]) == whole, loads["layers"]
+    assert [r["layer_blocks"] for r in loads["layers"]] == [[0, 1], [1, 2]]
     assert all("ms" in row for result in report["options"].values() for row in result["sizes"].values())
 
 
@@ -434,20 +435,24 @@ def test_offloaded_22b_fp8_runs_under_a_16_gib_cap_on_one_gpu():
 @pytest.mark.gpu
 def test_layers_22b_fp8_runs_under_a_16_gib_cap_on_one_gpu():
     """LTX-2.3 22B fp8 scaled with three workers on one GPU, each capped at 16 GiB under weights layers
-    (16 of the 48 blocks each, hand-overs through gloo: the workers share the GPU) at 6,144 tokens;
+    (hand-overs through gloo: the workers share the GPU) at 6,144 tokens and the 2.3 t2v template's 14,080;
     offloaded under the same cap and replicated uncapped on the same three workers beside it (sharded needs
-    a GPU per worker; bench/results JSON). At the 2.3 t2v template's 14,080 tokens the last worker (the
-    largest share of block bytes) ran out of 16 GiB on an H200 (docs/NODES.md): not asserted here."""
+    a GPU per worker; bench/results JSON). The ranges balance the blocks' bytes (block 0 and the last five
+    are bf16, twice an fp8 block): 17 / 18 / 13 blocks, 6.5 GiB each, where the split by count (16 each)
+    gave the last worker 7.6 GiB and it ran out of memory at 14,080 tokens (docs/NODES.md)."""
     out = (
         Path(__file__).resolve().parents[1] / "bench" / "results" / "weights_22b_fp8_layers_h200_shared.json"
     )
     report = _bench_weights(["--devices", "cuda:0,cuda:0,cuda:0", "--cap-gib", "16", "--weights", "fp8",
-                             "--options", "replicated", "offloaded", "layers", "--tokens", "6144",
+                             "--options", "replicated", "offloaded", "layers", "--tokens", "6144", "14080",
                              "--repeats", "2", "--comfyui", str(comfyui_root()), "--out", str(out)])  # fmt: skip
     layers = report["options"]["layers"]
     assert [r["weights"] for r in layers["load"]] == ["layers"] * 3
     whole = report["options"]["replicated"]["load"][0]["block_bytes"]
-    assert sum(r["block_bytes"] for r in layers["load"]) == whole
+    held = [r["block_bytes"] for r in layers["load"]]
+    assert sum(held) == whole
+    assert [r["layer_blocks"] for r in layers["load"]] == [[0, 17], [17, 35], [35, 48]], layers["load"]
+    assert max(held) - min(held) < 2**30 // 2, held  # the split by count: 1.8 GiB apart
     for tokens, row in layers["sizes"].items():
         assert "ms" in row, (tokens, row)
         assert max(row["peak_memory_gib_per_worker"]) <= 16.0, (tokens, row)

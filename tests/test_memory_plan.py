@@ -21,7 +21,7 @@ from ltx2_mgpu.workers.wire.memory_plan import (
     activation_bytes,
     check_plan,
     host_bytes,
-    model_share,
+    model_shares,
     model_sizes,
     plan,
 )
@@ -73,8 +73,8 @@ def test_sharded_splits_quantized_data_and_keeps_scales_whole():
     scales = BLOCKS * WIDTH * 4
     assert (sizes.blocks_bytes, sizes.block_scale_bytes) == (21 * GIB + scales, scales)
     in_flight = 2 * sizes.largest_block_bytes
-    assert model_share(sizes, "sharded", 2) == OTHER_BYTES + 21 * GIB // 2 + scales + in_flight
-    assert model_share(sizes, "replicated", 2) == OTHER_BYTES + 21 * GIB + scales
+    assert model_shares(sizes, "sharded", 2) == (OTHER_BYTES + 21 * GIB // 2 + scales + in_flight,) * 2
+    assert model_shares(sizes, "replicated", 2) == (OTHER_BYTES + 21 * GIB + scales,) * 2
 
 
 def test_each_option_per_gpu_and_the_recommendation():
@@ -113,13 +113,14 @@ def test_sharded_is_not_offered_on_workers_that_share_a_gpu():
 
 
 def test_layers_holds_a_range_of_blocks_and_every_token():
-    """weights layers: a GPU holds the largest contiguous range of blocks (ceil(blocks / GPUs)) plus the
-    layers outside them, runs every video token (no SP split), keeps nothing in host memory; offered on
-    shared GPUs (gloo carries the hand-overs), not on one worker (it would be replicated)."""
+    """weights layers: a GPU holds a contiguous range of blocks (blocks of one size: BLOCKS / GPUs each;
+    tests/test_layer_ranges.py for blocks of different sizes) plus the layers outside them, runs every
+    video token (no SP split), keeps nothing in host memory; offered on shared GPUs (gloo carries the
+    hand-overs), not on one worker (it would be replicated)."""
     sizes = model_sizes(*header(), "bfloat16")
-    assert sizes.num_blocks == BLOCKS
+    assert sizes.num_blocks == BLOCKS and sizes.per_block_bytes == (BLOCK_BYTES,) * BLOCKS
     for world in (2, 3):
-        assert model_share(sizes, "layers", world) == OTHER_BYTES + -(-BLOCKS // world) * BLOCK_BYTES
+        assert model_shares(sizes, "layers", world) == (OTHER_BYTES + BLOCKS // world * BLOCK_BYTES,) * world
     found = plan(sizes, ["cuda:0", "cuda:0", "cuda:0"], [32 * GIB] * 3, "layers", TOKENS, "bfloat16")
     need = found.needs["layers"][0]
     assert need.activation_bytes == activation_bytes(sizes, TOKENS, 1, "bfloat16")  # all tokens

@@ -3,7 +3,8 @@ loads a weight. Pure arithmetic on the file's safetensors header (tensor sizes) 
 
 Per GPU: the model share (replicated: the whole diffusion model; offloaded: what must stay resident,
 the weights outside the transformer blocks plus a few blocks of cast buffers; sharded: that plus
-1/N of the blocks), the text encoder when it sits on that GPU, the activations of one cond+uncond step
+1/N of the blocks; layers: the weights outside the blocks plus the GPU's range of them, the ranges the
+ranks hold: NOTE [layer ranges] in layer_ranges.py), the text encoder when it sits on that GPU, the activations of one cond+uncond step
 at the loader's max_video_tokens (split over the GPUs by sequence parallelism) and the runtime's own
 memory. Estimates, not measurements: every constant says where it came from.
 """
@@ -15,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from .gguf_files import GGML_BLOCKS, GGML_FLOAT_TYPES, element_bytes
+from .layer_ranges import balanced_ranges, range_bytes
 from .weight_placement import (
     WEIGHT_PLACEMENTS,
     WEIGHTS_LAYERS,
@@ -71,6 +73,8 @@ class ModelSizes:
     block_scale_bytes: int = 0  # the blocks' quantization scales (whole on every GPU when sharded)
     num_blocks: int = 0
     gguf: bool = False  # GGML-quantized blocks (a GGUF file): sharded cannot split them
+    # Each block's bytes in block order (num_blocks of them; empty when sizes were not read from a header).
+    per_block_bytes: tuple[int, ...] = ()
 
     @property
     def total_bytes(self) -> int:
@@ -108,6 +112,7 @@ class PreFlight:
     host_bytes_per_worker: int  # offloaded keeps the whole model in every worker's host memory
     available: tuple[str, ...]
     why_not: Mapping[str, str] = field(default_factory=dict)  # an option not available: why
+    layer_ranges: tuple[range, ...] = ()  # weights layers: each GPU's blocks, in GPU order (layer_ranges)
 
     def fits(self, option: str) -> bool:
         return all(need.fits for need in self.needs[option])
@@ -130,9 +135,11 @@ class PreFlight:
                 f"  host memory: {gib(self.host_bytes_per_worker)} per worker (the whole model, cast in per call)"
             )
         if self.chosen == WEIGHTS_LAYERS:
+            held = ", ".join(f"{r.start}-{r.stop - 1}" for r in self.layer_ranges)
             lines.append(
-                "  layers: each GPU holds a range of the blocks and runs every token of it; the hidden states "
-                "hand over once per range (no sequence parallelism: one GPU's speed, its memory split)"
+                f"  layers: each GPU holds a range of the blocks (blocks {held}, split to balance their bytes) "
+                "and runs every token of it; the hidden states hand over once per range (no sequence "
+                "parallelism: one GPU's speed, its memory split)"
             )
         if self.chosen == WEIGHTS_SHARDED:
             lines.append(
@@ -165,7 +172,7 @@ def model_sizes(
 ) -> ModelSizes:
     """The diffusion model's sizes from a safetensors header (shapes, dtypes), float weights at `weight_dtype`."""
     cast = WEIGHT_DTYPE_BYTES.get(weight_dtype, 2)
-    blocks: dict[str, int] = {}
+    blocks: dict[int, int] = {}
     other, width, scales, gguf = 0, 0, 0, False
     for key, shape in shapes.items():
         name = next((key[len(p) :] for p in DIFFUSION_PREFIXES if key.startswith(p)), key)
@@ -180,16 +187,15 @@ def model_sizes(
             item = cast if stored in FLOAT_DTYPES and not scale else SAFETENSORS_ITEM_BYTES.get(stored, 2)
             size = math.prod(shape) * item
         if name.startswith("transformer_blocks."):
-            index = name.split(".", 2)[1]
+            index = int(name.split(".", 2)[1])
             blocks[index] = blocks.get(index, 0) + size
             scales += size if scale else 0
             if name.endswith("attn1.to_q.weight") and len(shape) == 2:
                 width = int(shape[0])
         else:
             other += size
-    return ModelSizes(
-        sum(blocks.values()), max(blocks.values(), default=0), other, width, scales, len(blocks), gguf
-    )
+    each = tuple(blocks[i] for i in sorted(blocks))
+    return ModelSizes(sum(each), max(each, default=0), other, width, scales, len(each), gguf, each)
 
 
 def activation_bytes(sizes: ModelSizes, max_video_tokens: int, world_size: int, weight_dtype: str) -> int:
@@ -200,18 +206,28 @@ def activation_bytes(sizes: ModelSizes, max_video_tokens: int, world_size: int, 
     return int(per_rank * sizes.video_width * ACTIVATION_BYTES_PER_TOKEN_CHANNEL_BF16 * scale)
 
 
-def model_share(sizes: ModelSizes, option: str, world_size: int) -> int:
-    """What one GPU holds of the model under `option`."""
+def layer_ranges(sizes: ModelSizes, world_size: int) -> tuple[range, ...]:
+    """The blocks each of `world_size` ranks holds under weights layers, balanced by the blocks' bytes
+    (NOTE [layer ranges]): the pre-flight and the ranks (engine/comfy/layer_split.py) both call this on
+    the file's sizes, so the plan is what they hold. ValueError when there are fewer blocks than ranks."""
+    return balanced_ranges(sizes.per_block_bytes, world_size)
+
+
+def model_shares(sizes: ModelSizes, option: str, world_size: int) -> tuple[int, ...]:
+    """What each GPU holds of the model under `option`, in rank order."""
+    if option == WEIGHTS_LAYERS:  # everything outside the blocks and the rank's range of them
+        if sizes.num_blocks < world_size:  # not served (plan's why_not): the rank refuses, naming the counts
+            return (sizes.total_bytes,) * world_size
+        held = range_bytes(sizes.per_block_bytes, layer_ranges(sizes, world_size))
+        return tuple(sizes.other_bytes + blocks for blocks in held)
     if option == WEIGHTS_REPLICATED:
-        return sizes.total_bytes
-    if option == WEIGHTS_LAYERS:  # the largest contiguous range of blocks (layer_split.split_blocks)
-        return sizes.other_bytes + sizes.largest_block_bytes * math.ceil(sizes.num_blocks / world_size)
+        return (sizes.total_bytes,) * world_size
     in_flight = IN_FLIGHT_BLOCKS * sizes.largest_block_bytes
     if option == WEIGHTS_OFFLOADED:
-        return sizes.other_bytes + in_flight
+        return (sizes.other_bytes + in_flight,) * world_size
     # 1/N of the blocks at their stored size (fp8 / int8 data one byte a weight), their scales whole.
     sharded = math.ceil((sizes.blocks_bytes - sizes.block_scale_bytes) / world_size) + sizes.block_scale_bytes
-    return sizes.other_bytes + sharded + in_flight
+    return (sizes.other_bytes + sharded + in_flight,) * world_size
 
 
 def plan(
@@ -236,18 +252,20 @@ def plan(
         why_not[WEIGHTS_SHARDED] = "not for GGUF files"
     if world < 2:
         why_not[WEIGHTS_LAYERS] = "2 or more workers"
+    elif sizes.num_blocks < world:
+        why_not[WEIGHTS_LAYERS] = f"{sizes.num_blocks} blocks for {world} workers"
     available = tuple(o for o in WEIGHT_PLACEMENTS if o not in why_not)
     text = list(text_encoder_bytes or [0] * world)
     needs = {}
     for option in WEIGHT_PLACEMENTS:
-        share = model_share(sizes, option, world)
+        shares = model_shares(sizes, option, world)
         split = 1 if option == WEIGHTS_LAYERS else world  # layers: no sequence parallelism
         activations = activation_bytes(sizes, max_video_tokens, split, weight_dtype)
         needs[option] = tuple(
             GpuNeed(
                 device,
                 capacity,
-                share,
+                shares[i],
                 text[i],
                 activations,
                 0 if capacity is None else RUNTIME_BYTES_PER_GPU,
@@ -263,6 +281,7 @@ def plan(
         sizes.total_bytes,
         available,
         why_not,
+        layer_ranges(sizes, world) if WEIGHTS_LAYERS in available else (),
     )
 
 

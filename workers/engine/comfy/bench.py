@@ -162,8 +162,9 @@ def host_random_model(job, config: dict, dtype: torch.dtype, request: ComfyLoadR
 
 def layers_random_model(job, config: dict, dtype: torch.dtype, request: ComfyLoadRandomModel) -> Any:
     """The random model under weights layers: drawn whole on the rank's device (every rank the same
-    weights, as from one file), the blocks other ranks hold dropped (layer_split.place_layers), then the
-    cap, so the capped GPU holds only this rank's range and the layers outside the blocks."""
+    weights, as from one file), the blocks other ranks hold dropped (layer_split.place_layers: the ranges
+    balance the blocks' bytes as drawn, as a file's header gives them), then the cap, so the capped GPU
+    holds only this rank's range and the layers outside the blocks."""
     import comfy.model_patcher
 
     from .layer_split import place_layers

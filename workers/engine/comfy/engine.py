@@ -86,14 +86,17 @@ class ComfyEngine(Engine):
         job.progress(0, 1)
         layered = request.weights == WEIGHTS_LAYERS and job.world_size > 1
         try:
-            from .layer_split import SoloExchange, place_layers
+            from .layer_split import SoloExchange, file_block_bytes, place_layers
 
+            # weights layers: the ranges balance the blocks' bytes from the file's header, as the
+            # loader's pre-flight planned them (NOTE [layer ranges]).
+            block_bytes = file_block_bytes(path, request.dtype) if layered else None
             # No VAE here: the first vae_decode / vae_encode loads it (ComfyModel.checkpoint_vae), so a
             # workflow that only samples does not pay for it.
             model = ComfyModel.load(
                 path, job.device, dtype, with_vae=False, vae_files=vae_files,
                 resident_bytes=resident_bytes(request, job.device), fp8_matmul=request.fp8_matmul,
-                place=(lambda patcher: place_layers(patcher, job.rank, job.world_size)) if layered else None,
+                place=(lambda p: place_layers(p, job.rank, job.world_size, block_bytes)) if layered else None,
             )  # fmt: skip
             if request.weights == WEIGHTS_SHARDED:
                 check_shardable(model.patcher)

@@ -1,8 +1,9 @@
 """NOTE [layers]: the loader's `weights layers`: each rank holds a contiguous range of the transformer blocks.
 
-Rank r of N keeps blocks [start_r, stop_r) (split_blocks: contiguous, in rank order, counts differing by at
-most one; LTX's blocks are all the same size) and everything outside the blocks (embeddings, connectors,
-output stage: a few percent of the model). Every rank runs ComfyUI's forward in lockstep on the whole
+Rank r of N keeps blocks [start_r, stop_r) (contiguous, in rank order, split to balance the blocks' bytes:
+an fp8 scaled file keeps some blocks in bf16; wire/layer_ranges.py NOTE [layer ranges], the same ranges the
+loader's pre-flight plans with) and everything outside the blocks (embeddings, connectors, output stage: a
+few percent of the model). Every rank runs ComfyUI's forward in lockstep on the whole
 input, as one GPU would: a block this rank does not hold is a `HandOver` stand-in without weights that
 passes its input on, and at the last block of each range the range's owner broadcasts the video and audio
 hidden states to every rank (torch.distributed broadcast on the default group: NCCL between GPUs, gloo on
@@ -24,31 +25,37 @@ refused. Collective per forward. Import only after bootstrap.import_comfyui.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import torch
 import torch.distributed as dist
 
+from ...wire.layer_ranges import balanced_ranges
+from ...wire.memory_plan import model_sizes
+from ...wire.model_files import read_safetensors_header
+
+log = logging.getLogger(__name__)
+
 # Attribute on the patcher's BaseModel: (start, stop) of the blocks this rank holds under weights layers.
 LAYERS_ATTR = "ltx2_mgpu_layer_range"
 
 
-def split_blocks(num_blocks: int, world_size: int) -> list[range]:
-    """Contiguous ranges of `num_blocks` blocks in rank order, sizes differing by at most one (the first
-    ranks take the extra ones). ValueError when there are fewer blocks than ranks."""
-    if num_blocks < world_size:
-        raise ValueError(
-            f"weights layers gives each of the {world_size} workers at least one of the model's {num_blocks} "
-            f"transformer blocks; use at most {num_blocks} GPUs, or another weights option"
-        )
-    base, extra = divmod(num_blocks, world_size)
-    ranges, start = [], 0
-    for rank in range(world_size):
-        stop = start + base + (1 if rank < extra else 0)
-        ranges.append(range(start, stop))
-        start = stop
-    return ranges
+def file_block_bytes(path: str | Path, weight_dtype: str) -> tuple[int, ...]:
+    """Each transformer block's bytes in `path` at the loader's `weight_dtype`, from its header (safetensors
+    or GGUF): what the pre-flight balanced the ranges with (memory_plan.model_sizes)."""
+    header = read_safetensors_header(path)
+    return model_sizes(header.shapes, header.dtypes, weight_dtype).per_block_bytes
+
+
+def held_block_bytes(blocks: Sequence[torch.nn.Module]) -> tuple[int, ...]:
+    """Each block's bytes as loaded (its parameters at their stored size: a quantized weight's data and
+    scales), as residency counts them."""
+    from .quantized_shards import stored_bytes
+
+    return tuple(sum(stored_bytes(p) for p in block.parameters()) for block in blocks)
 
 
 class SoloExchange:
@@ -115,11 +122,23 @@ def _broadcasting_forward(block: torch.nn.Module, rank: int) -> Any:
     return run
 
 
-def place_layers(patcher: Any, rank: int, world_size: int) -> range:
+def place_layers(patcher: Any, rank: int, world_size: int, block_bytes: Sequence[int] | None = None) -> range:
     """NOTE [layers]: keep this rank's range of `patcher`'s transformer blocks (the others become
-    HandOver stand-ins, their weights dropped) before the model is made resident. Returns the range."""
+    HandOver stand-ins, their weights dropped) before the model is made resident. Returns the range.
+    The ranges balance `block_bytes` (each block's bytes from the file's header, file_block_bytes: what
+    the pre-flight planned with); None (a model not read from a file), or a count other than the model's
+    blocks, balances the blocks' bytes as loaded. Every rank is given the same bytes, so the ranges agree.
+    ValueError when there are fewer blocks than ranks."""
     blocks = patcher.model.diffusion_model.transformer_blocks
-    ranges = split_blocks(len(blocks), world_size)
+    if block_bytes is not None and len(block_bytes) != len(blocks):
+        log.warning(
+            "weights layers: the file's header lists %d transformer blocks, the model has %d; the ranges "
+            "balance the blocks' bytes as loaded (the pre-flight's figures may differ)",
+            len(block_bytes),
+            len(blocks),
+        )
+        block_bytes = None
+    ranges = balanced_ranges(held_block_bytes(blocks) if block_bytes is None else block_bytes, world_size)
     mine = ranges[rank]
     for owner, held in enumerate(ranges):
         for index in held:

@@ -41,6 +41,7 @@ class Residency:
     resident_bytes: int
     streamed_modules: int
     block_bytes: int  # the transformer blocks' parameters this rank holds (its shards when sharded)
+    layer_blocks: tuple[int, int] | None = None  # weights layers: (start, stop) of the blocks it holds
 
     def to_reply(self) -> dict:
         return {
@@ -48,6 +49,7 @@ class Residency:
             "resident_bytes": self.resident_bytes,
             "streamed_modules": self.streamed_modules,
             "block_bytes": self.block_bytes,
+            "layer_blocks": None if self.layer_blocks is None else list(self.layer_blocks),
         }
 
 
@@ -83,14 +85,16 @@ def residency(patcher: Any) -> Residency:
     from .layer_split import layer_range
     from .quantized_shards import stored_bytes
 
-    if layer_range(model) is not None:
+    held = layer_range(model)
+    if held is not None:
         weights = WEIGHTS_LAYERS
 
     blocks = 0
     for param in model.diffusion_model.transformer_blocks.parameters():
         local = param.to_local() if hasattr(param, "to_local") else param  # a DTensor's own shard
         blocks += stored_bytes(local)
-    return Residency(weights, int(getattr(model, "model_loaded_weight_memory", 0)), streamed, blocks)
+    loaded = int(getattr(model, "model_loaded_weight_memory", 0))
+    return Residency(weights, loaded, streamed, blocks, None if held is None else tuple(held))
 
 
 def install_budget_hook() -> None:
