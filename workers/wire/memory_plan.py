@@ -4,9 +4,9 @@ loads a weight. Pure arithmetic on the file's safetensors header (tensor sizes) 
 Per GPU: the model share (replicated: the whole diffusion model; offloaded: what must stay resident,
 the weights outside the transformer blocks plus a few blocks of cast buffers; sharded: that plus
 1/N of the blocks; layers: the weights outside the blocks plus the GPU's range of them, the ranges the
-ranks hold: NOTE [layer ranges] in layer_ranges.py), the text encoder when it sits on that GPU, the activations of one cond+uncond step
-at the loader's max_video_tokens (split over the GPUs by sequence parallelism) and the runtime's own
-memory. Estimates, not measurements: every constant says where it came from.
+ranks hold: NOTE [layer ranges] in layer_ranges.py), the text encoder when it sits on that GPU, the
+activations of one cond+uncond step at the loader's max_video_tokens (split over the GPUs by sequence
+parallelism) and the runtime's own memory. Estimates, not measurements: every constant says where it came from.
 """
 
 from __future__ import annotations
@@ -216,7 +216,7 @@ def layer_ranges(sizes: ModelSizes, world_size: int) -> tuple[range, ...]:
 def model_shares(sizes: ModelSizes, option: str, world_size: int) -> tuple[int, ...]:
     """What each GPU holds of the model under `option`, in rank order."""
     if option == WEIGHTS_LAYERS:  # everything outside the blocks and the rank's range of them
-        if sizes.num_blocks < world_size:  # not served (plan's why_not): the rank refuses, naming the counts
+        if len(sizes.per_block_bytes) < world_size:  # not served (plan's why_not); the ranks would refuse
             return (sizes.total_bytes,) * world_size
         held = range_bytes(sizes.per_block_bytes, layer_ranges(sizes, world_size))
         return tuple(sizes.other_bytes + blocks for blocks in held)
@@ -252,8 +252,8 @@ def plan(
         why_not[WEIGHTS_SHARDED] = "not for GGUF files"
     if world < 2:
         why_not[WEIGHTS_LAYERS] = "2 or more workers"
-    elif sizes.num_blocks < world:
-        why_not[WEIGHTS_LAYERS] = f"{sizes.num_blocks} blocks for {world} workers"
+    elif len(sizes.per_block_bytes) < world:
+        why_not[WEIGHTS_LAYERS] = f"{len(sizes.per_block_bytes)} blocks for {world} workers"
     available = tuple(o for o in WEIGHT_PLACEMENTS if o not in why_not)
     text = list(text_encoder_bytes or [0] * world)
     needs = {}
