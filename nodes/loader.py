@@ -13,11 +13,10 @@ from ..workers.wire.backend import choose_backend
 from ..workers.wire.capabilities import LoaderOptions, capabilities, check_loader_options
 from ..workers.wire.checks import ForwardMode
 from ..workers.wire.constants import DEFAULT_MAX_VIDEO_TOKENS
-from ..workers.wire.file_pairing import check_comfy_readable, check_vae_is_not_a_checkpoint
 from ..workers.wire.gguf_checks import check_gguf_loadable
 from ..workers.wire.gguf_files import is_gguf_file
-from ..workers.wire.ltx_files import check_vae_files, read_model_file_info
-from ..workers.wire.model_family import ModelFamily, detect_model_family
+from ..workers.wire.loader_files import check_loader_files
+from ..workers.wire.model_family import ModelFamily
 from ..workers.wire.weight_placement import WEIGHTS_OFFLOADED, WEIGHTS_REPLICATED
 from . import comfy, jobs
 from .mgpu_lora import NO_LORA, lora_entry
@@ -53,13 +52,14 @@ def load_model(
     MODEL run by the group (None outside ComfyUI) and the line describing what was found. Raises
     ValueError naming the input to change before any worker starts."""
     path = comfy.full_path(MODEL_FOLDERS, ckpt_name)
-    header = check_comfy_readable(path)  # refuses files ComfyUI cannot read before any worker starts
-    found = detect_model_family(header.shapes, header.dtypes, header.metadata)
     video_vae = "" if video_vae_name == FROM_CHECKPOINT else str(comfy.full_path(("vae",), video_vae_name))
     audio_vae = "" if audio_vae_name == FROM_CHECKPOINT else str(comfy.full_path(("vae",), audio_vae_name))
-    for role, vae in (("video", video_vae), ("audio", audio_vae)):
-        check_vae_is_not_a_checkpoint(path, found.family, vae, role)
-    check_vae_files(read_model_file_info(path), video_vae, audio_vae)
+    # Refuses, before any worker starts, what ComfyUI's loaders refuse or what does not fit; what only a
+    # file's layout hints at is a warning (NOTE [file metadata] in workers/wire/file_metadata.py).
+    picked = check_loader_files(path, video_vae, audio_vae)
+    header, found = picked.header, picked.family
+    for warning in picked.warnings:
+        console.warning(warning)
     placement = parse_devices(gpus)
     guidance_groups = guidance_group_count(guidance_parallel, placement.world_size)
     # Inside ComfyUI, mode "comfyui" runs ComfyUI's own model stack in the workers; an unusable

@@ -72,8 +72,16 @@ def test_int8_convrot_and_fp8_scaled_and_metadata_quantization(tmp_path):
 
 def test_a_file_without_an_ltx_transformer_is_refused_by_name(tmp_path):
     path = write(tmp_path / "other.safetensors", {"foo.weight": torch.zeros(2)})
-    with pytest.raises(ValueError, match=r"other\.safetensors holds no LTX audio-video transformer"):
+    with pytest.raises(
+        ValueError, match=r"other\.safetensors is a file none of ComfyUI's LTX loaders recognises"
+    ):
         read_model_file_info(path)
+    vae = write(tmp_path / "v.safetensors", {"decoder.conv_in_x_t.weight": torch.zeros(1)})
+    with pytest.raises(
+        ValueError,
+        match=r"v\.safetensors is an LTX-2\.5 video VAE \(diffusion decoder\), not an LTX .*video_vae_name",
+    ):
+        read_model_file_info(vae)
     (tmp_path / "pickle.ckpt").write_bytes(b"\x80\x04junk")
     with pytest.raises(ValueError, match="not a safetensors file"):
         read_model_file_info(tmp_path / "pickle.ckpt")
@@ -101,9 +109,14 @@ def test_vae_files_that_do_not_fit_are_refused_naming_both(tmp_path, vaes):
     check_vae_files(t25, str(vaes[VIDEO_VAE_DIFFUSION]), str(vaes[AUDIO_VAE]))  # the template's set
     with pytest.raises(ValueError, match=r"a\.safetensors is an audio VAE.*video VAE of t25\.safetensors"):
         check_vae_files(t25, str(vaes[AUDIO_VAE]), "")
-    with pytest.raises(ValueError, match=r"v25\.safetensors is an LTX-2\.5 video VAE but t2\.safetensors"):
+    with pytest.raises(
+        ValueError,
+        match=r"v25\.safetensors is an LTX-2\.5 video VAE \(it has LTX-2\.5.s diffusion decoder\) but t2\.safetensors",
+    ):
         check_vae_files(t2, str(vaes[VIDEO_VAE_DIFFUSION]), "")
-    with pytest.raises(ValueError, match=r"v2\.safetensors is not an audio VAE.*t25\.safetensors"):
+    with pytest.raises(
+        ValueError, match=r"v2\.safetensors is a video VAE, not an audio VAE.*t25\.safetensors"
+    ):
         check_vae_files(t25, str(vaes[VIDEO_VAE_DIFFUSION]), str(vaes[VIDEO_VAE_CONV]))
     with pytest.raises(
         ValueError, match=r"t25\.safetensors is an LTX-2\.5 diffusion model without a video VAE"
@@ -129,41 +142,62 @@ def ltx23_vaes(tmp_path) -> dict[str, Path]:
     return {"video": video, "audio": write(tmp_path / "a23.safetensors", audio)}
 
 
+def with_version(path: Path, version: str) -> Path:
+    """A copy of `path` whose metadata states `model_version`."""
+    from safetensors import safe_open
+    from safetensors.torch import load_file
+
+    with safe_open(str(path), framework="pt") as f:
+        metadata = dict(f.metadata() or {})
+    out = path.with_name(f"{path.stem}-v{version}.safetensors")
+    return write(out, load_file(str(path)), metadata | {"model_version": version})
+
+
 def test_the_release_of_a_vae_file(tmp_path, vaes):
-    found = {k: read_vae_release(p) for k, p in {**vaes, **ltx23_vaes(tmp_path)}.items()}
-    # LTX-2's conv decoder and plain vocoder are LTX-2.5's too: not told apart, never refused.
-    assert found == {
-        VIDEO_VAE_DIFFUSION: LTX25,
-        VIDEO_VAE_CONV: None,
-        AUDIO_VAE: None,
-        "video": LTX23,
-        "audio": LTX23,
+    """What a file states (model_version) or ComfyUI's detection sees (the diffusion decoder) is its
+    release; LTX-2.3's layouts (BWE vocoder, separate space / time decoder blocks) are hints only."""
+    v23 = ltx23_vaes(tmp_path)
+    found = {k: read_vae_release(p) for k, p in {**vaes, **v23}.items()}
+    assert {k: (f.release, f.hint) for k, f in found.items()} == {
+        VIDEO_VAE_DIFFUSION: (LTX25, None),
+        VIDEO_VAE_CONV: (None, None),
+        AUDIO_VAE: (None, None),
+        "video": (None, LTX23),
+        "audio": (None, LTX23),
     }
+    # The file's own statement wins over its layout: LTX-2.5 keeps the 48 kHz vocoder.
+    stated = read_vae_release(with_version(v23["audio"], "2.5.0"))
+    assert (stated.release, stated.hint) == (LTX25, LTX23) and "model_version" in stated.reason
+    assert read_vae_release(with_version(vaes[AUDIO_VAE], "2.3")).release == LTX23
 
 
-def test_ltx23_vae_files_with_an_ltx25_transformer_are_refused_naming_both(tmp_path, vaes):
+def test_vae_layouts_of_another_release_warn_and_are_used(tmp_path, vaes):
+    """ComfyUI runs LTX-2.3-style VAE files with an LTX-2.5 (or LTX-2) transformer: a warning naming
+    both files, never a refusal; a file that states another release is refused naming both."""
     v23 = ltx23_vaes(tmp_path)
     t25 = read_model_file_info(write(tmp_path / "t25.safetensors", transformer(LTX25)))
     t23 = read_model_file_info(write(tmp_path / "t23.safetensors", transformer(LTX23)))
     t2 = read_model_file_info(write(tmp_path / "t2.safetensors", transformer(LTX2)))
+    (warning,) = check_vae_files(t25, str(vaes[VIDEO_VAE_DIFFUSION]), str(v23["audio"]))
+    assert warning.startswith("a23.safetensors may be an LTX-2.3 audio VAE") and "t25.safetensors" in warning
+    assert "ltx-2.5-audio-vae" in warning
+    assert len(check_vae_files(t25, str(v23["video"]), str(vaes[AUDIO_VAE]))) == 1
+    assert len(check_vae_files(t2, "", str(v23["audio"]))) == 1
+    assert check_vae_files(t23, str(v23["video"]), str(v23["audio"])) == []  # 2.3's own split VAEs
+    assert check_vae_files(t25, str(vaes[VIDEO_VAE_CONV]), str(vaes[AUDIO_VAE])) == []  # 2.5's conv option
+    # LTX-2.5's audio VAE with the bandwidth-extension vocoder, stating its release: no warning.
+    bwe25 = str(with_version(v23["audio"], "2.5.0"))
+    assert check_vae_files(t25, str(vaes[VIDEO_VAE_DIFFUSION]), bwe25) == []
     with pytest.raises(
         ValueError,
-        match=r"v23\.safetensors is an LTX-2\.3 video VAE but t25\.safetensors is an LTX-2\.5 transformer.*"
-        r"ltx-2\.5-video-vae",
+        match=r"a23-v2\.3\.0\.safetensors is an LTX-2\.3 audio VAE \(its model_version metadata names LTX-2\.3\) but "
+        r"t25\.safetensors is an LTX-2\.5 transformer.*ltx-2\.5-audio-vae",
     ):
-        check_vae_files(t25, str(v23["video"]), str(vaes[AUDIO_VAE]))
+        check_vae_files(t25, str(vaes[VIDEO_VAE_DIFFUSION]), str(with_version(v23["audio"], "2.3.0")))
     with pytest.raises(
-        ValueError,
-        match=r"a23\.safetensors is an LTX-2\.3 audio VAE but t25\.safetensors is an LTX-2\.5 transformer.*"
-        r"ltx-2\.5-audio-vae",
+        ValueError, match=r"v23-v2\.3\.safetensors is an LTX-2\.3 video VAE.*t2\.safetensors is an LTX-2 "
     ):
-        check_vae_files(t25, str(vaes[VIDEO_VAE_DIFFUSION]), str(v23["audio"]))
-    with pytest.raises(
-        ValueError, match=r"a23\.safetensors is an LTX-2\.3 audio VAE but t2\.safetensors is an LTX-2 "
-    ):
-        check_vae_files(t2, "", str(v23["audio"]))
-    check_vae_files(t23, str(v23["video"]), str(v23["audio"]))  # 2.3's own split VAEs fit
-    check_vae_files(t25, str(vaes[VIDEO_VAE_CONV]), str(vaes[AUDIO_VAE]))  # 2.5's conv-decoder option
+        check_vae_files(t2, str(with_version(v23["video"], "2.3")), "")
 
 
 def test_gemma4_is_told_from_gemma3(tmp_path):

@@ -21,8 +21,9 @@ from ..wire.capabilities import capabilities
 from ..wire.constants import DEFAULT_MAX_VIDEO_TOKENS
 from ..wire.errors import JobCancelled, JobInputError, WorkerGroupError
 from ..wire.gguf_checks import check_gguf_loadable
+from ..wire.loader_files import check_model_header
 from ..wire.lora_files import LoraSpec, active_loras
-from ..wire.model_files import describe_checkpoint
+from ..wire.model_files import describe_header
 from ..wire.requests import LoadModel, Request, SetLoras, uses_loras
 from ..wire.weight_placement import AUTO_RESIDENT, WEIGHTS_REPLICATED, check_sharded_devices
 from . import client, console, launcher
@@ -299,7 +300,9 @@ def check_fits(model: MGPUModel) -> None:
     path = Path(model.checkpoint)
     if not path.is_file():
         raise ValueError(f"checkpoint {path} does not exist; pick an existing file")
-    description = describe_checkpoint(path)  # also refuses non-safetensors files without unpickling
+    # Refuses non-safetensors files without unpickling, and headers ComfyUI's own loader refuses; the
+    # metadata config may be absent, partial or hold null sections (NOTE [file metadata]).
+    description = describe_header(check_model_header(path))
     check_sharded_devices(model.weights, model.devices)
     check_gguf_loadable(path, model.backend, model.comfyui_root, model.weights)
     heads = min(description.video_num_heads, description.audio_num_heads)

@@ -4,8 +4,9 @@ Two layouts are read (never pickles; safetensors only):
 - ComfyUI single file (the `text_encoders` folder; what LTXAVTextEncoderLoader takes): language-model
   keys under `model.` (plus vision tower, projector and the tokenizer entry, which are skipped), no
   config: the dimensions come from the tensor shapes, the rest are Gemma 3 12B's values
-  (`GemmaConfig` defaults, as ComfyUI hard-codes them). A "config" JSON in the safetensors metadata,
-  when present, is read like a config.json.
+  (`GemmaConfig` defaults, as ComfyUI hard-codes them). A "config" in the file's metadata changes
+  nothing, as in ComfyUI, which never reads it (NOTE [file metadata] in wire/file_metadata.py): the
+  same file gives ComfyUI's result with and without one.
 - HF folder (google/gemma-3-12b-it as downloaded): config.json (multimodal with "text_config", or a
   text-only Gemma 3 config) and one or more *.safetensors shards; language-model keys under
   `language_model.model.`, `model.language_model.` or `model.`.
@@ -119,8 +120,6 @@ def open_gemma(path: Path | str) -> GemmaFiles:
     quantized: dict[str, tuple[QuantSpec, Path]] = {}
     for file in files:
         header = read_safetensors_header(file)
-        if layout == "single file" and "config" in header.metadata:
-            raw = _gemma_config_or_none(header.metadata["config"])
         for key, shape in header.shapes.items():
             located[key], shapes[key], dtypes[key] = (file, key), shape, header.dtypes[key]
         with safe_open(str(file), framework="pt") as f:
@@ -156,17 +155,6 @@ def open_gemma(path: Path | str) -> GemmaFiles:
         quantized=quant,
         stored_bytes=stored,
     )
-
-
-def _gemma_config_or_none(text: str) -> dict | None:
-    """A Gemma 3 config stored in a single file's metadata, or None for anything else."""
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError:
-        return None
-    if not isinstance(value, dict) or not str(value.get("model_type", "")).startswith("gemma3"):
-        return None
-    return value
 
 
 def _config(shapes: Mapping[str, tuple[int, ...]], raw: dict | None, path: Path) -> GemmaConfig:

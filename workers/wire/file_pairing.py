@@ -17,10 +17,10 @@ What tells the releases apart (the same keys ComfyUI's own detection and loaders
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from pathlib import Path
 
+from .file_metadata import QUANTIZATION_KEY, config_section, metadata_config, parse_json_object
 from .gguf_checks import check_gguf_model
 from .gguf_files import is_gguf_file
 from .model_family import LTX2, LTX23, LTX25, detect_model_family
@@ -75,24 +75,20 @@ def check_comfy_readable(path: str | Path) -> SafetensorsHeader:
 def _quant_formats(header: SafetensorsHeader) -> list[str]:
     """The formats of the `_quantization_metadata` record ComfyUI's quantized files carry in metadata
     (the per-layer `comfy_quant` tensors repeat it; reading the metadata needs no tensor bytes)."""
-    raw = header.metadata.get("_quantization_metadata")
+    raw = header.metadata.get(QUANTIZATION_KEY)
     if raw is None:
         return []
-    try:
-        layers = json.loads(raw).get("layers", {})
-    except (json.JSONDecodeError, AttributeError):
+    record = parse_json_object(raw)
+    if record is None:
         return ["an unreadable _quantization_metadata"]
+    layers = config_section(record, "layers")
     return [str(conf.get("format", "?")) for conf in layers.values() if isinstance(conf, Mapping)]
 
 
 def lora_release(lora: SafetensorsHeader) -> str | None:
     """The release a LoRA file is for, from its metadata or the layers it changes; None when nothing in
     the header tells (a LoRA on the layers every release shares)."""
-    try:
-        config = json.loads(lora.metadata.get("config", "{}"))
-    except json.JSONDecodeError:
-        config = {}
-    family = config.get("lora", {}).get("family") if isinstance(config, dict) else None
+    family = config_section(metadata_config(lora.metadata), "lora").get("family")
     if family in (LTX2, LTX23, LTX25):
         return family
     layers = [k.removeprefix("diffusion_model.") for k in lora.shapes]

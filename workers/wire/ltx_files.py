@@ -16,8 +16,10 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
+from .file_kinds import describe_kind
+from .file_metadata import QUANTIZATION_KEY, config_section, metadata_config, parse_json_object
 from .gguf_files import is_gguf_file
-from .model_family import LTX23, LTX25, detect_model_family
+from .model_family import LTX23, LTX25, detect_model_family, release_of_version
 
 DIFFUSION_PREFIX = "model.diffusion_model."
 # Headers are a few MB at most for the 22B files (about 4,000 tensors); refuse absurd sizes.
@@ -41,16 +43,32 @@ _QUANT_FORMATS = {
 VIDEO_VAE_DIFFUSION = "LTX-2.5 video VAE (diffusion decoder)"
 VIDEO_VAE_CONV = "LTX video VAE (conv decoder)"
 AUDIO_VAE = "LTX audio VAE"
-# What tells the release of a separate VAE file, in what ComfyUI builds the VAE from (comfy/sd.py VAE):
-# - LTX-2.5's video VAE carries the diffusion decoder (`decoder.conv_in_x_t`).
-# - LTX-2.3's audio ends in the 48 kHz vocoder with bandwidth extension: the vocoder is wrapped, its
-#   keys `vocoder.vocoder.*` beside `vocoder.bwe_generator.*` (comfy's LTX audio VAE builds the
-#   extension only then); LTX-2's and LTX-2.5's vocoders have neither.
-# - LTX-2.3's conv video decoder upsamples space and time in separate blocks ("compress_space",
-#   "compress_time" in the metadata config's decoder_blocks, the config ComfyUI's VideoVAE is built
-#   from); LTX-2's and LTX-2.5's conv decoders use "compress_all" only, so those two are not told apart.
+# What tells the release of a separate VAE file (NOTE [file metadata] in file_metadata.py):
+# - what it states: its `model_version` metadata ("2.5.0"), the release's own statement;
+# - what ComfyUI's detection reads: LTX-2.5's video VAE carries the diffusion decoder
+#   (`decoder.conv_in_x_t`, built as CausalDiffusionVAE, which no other release has).
+# Layouts that only suggest a release are hints, never reasons to refuse (ComfyUI runs them): the
+# bandwidth-extension vocoder (`vocoder.vocoder.*` beside `vocoder.bwe_generator.*`, 48 kHz) that
+# LTX-2.3 introduced and later files may keep, and the conv decoder's separate space / time blocks
+# ("compress_space", "compress_time" in the config's decoder_blocks) of LTX-2.3's video VAE.
 LTX23_AUDIO_PREFIXES = ("vocoder.bwe_generator.", "vocoder.vocoder.")
 LTX23_DECODER_BLOCKS = ("compress_space", "compress_time")
+# ComfyUI's VAE detection keys (comfy/sd.py VAE.__init__), in its order.
+_DIFFUSION_DECODER_KEY = "decoder.conv_in_x_t.weight"
+_CONV_DECODER_KEY = "decoder.up_blocks.0.res_blocks.0.conv1.conv.weight"
+_AUDIO_VOCODER_KEYS = ("vocoder.resblocks.0.convs1.0.weight", "vocoder.vocoder.resblocks.0.convs1.0.weight")
+
+
+@dataclass(frozen=True)
+class VaeRelease:
+    """The release of a separate VAE file. `release`: what the file states or ComfyUI's detection sees
+    (None: nothing does); `reason`: how that was read. `hint`: a release its layout suggests (LTX-2.3's
+    BWE vocoder or decoder blocks), a warning at most; `hint_reason` says which layout."""
+
+    release: str | None
+    reason: str = ""
+    hint: str | None = None
+    hint_reason: str = ""
 
 
 @dataclass(frozen=True)
@@ -111,8 +129,9 @@ def read_model_file_info(path: str | Path) -> ModelFileInfo:
     keys = {k.removeprefix(DIFFUSION_PREFIX): k for k in entries}
     if "audio_adaln_single.linear.weight" not in keys:
         raise ValueError(
-            f"{path} holds no LTX audio-video transformer (no audio_adaln_single weights); pick an LTX-2, "
-            "LTX-2.3 or LTX-2.5 checkpoint (checkpoints/) or diffusion model (diffusion_models/)"
+            f"{Path(path).name} is {describe_kind(entries)}, not an LTX audio-video transformer; pick an LTX-2, "
+            "LTX-2.3 or LTX-2.5 checkpoint (checkpoints/) or diffusion model (diffusion_models/) in ckpt_name"
+            + _slot_hint(describe_kind(entries))
         )
     shapes = {key: tuple(entry["shape"]) for key, entry in entries.items()}
     dtypes = {key: entry["dtype"] for key, entry in entries.items()}
@@ -126,13 +145,25 @@ def read_model_file_info(path: str | Path) -> ModelFileInfo:
     )
 
 
+def _slot_hint(kind: str) -> str:
+    if "VAE" in kind:
+        return ", and this file in video_vae_name or audio_vae_name"
+    if "text encoder" in kind:
+        return ", and this file in MGPU Text Encode's text_encoder"
+    if "upscaler" in kind:
+        return ", and this file in the TDP Upscaler's upscale_model"
+    if kind == "a LoRA":
+        return ", and this file in lora_name or MGPU LoRA"
+    return ""
+
+
 def _weight_format(path: str | Path, entries: dict, metadata: dict, data_start: int) -> str:
     quant = [k for k in entries if k.endswith(".comfy_quant")]
     if quant:
         return _comfy_quant_format(path, entries[quant[0]], data_start)
-    if "_quantization_metadata" in metadata:
-        layers = json.loads(metadata["_quantization_metadata"]).get("layers", {})
-        formats = {conf.get("format", "") for conf in layers.values()}
+    if QUANTIZATION_KEY in metadata:
+        layers = config_section(parse_json_object(metadata[QUANTIZATION_KEY]), "layers")
+        formats = {str(conf.get("format", "")) for conf in layers.values() if isinstance(conf, dict)}
         return " + ".join(sorted(_QUANT_FORMATS.get(f, f) for f in formats)) or "unknown quantization"
     blocks = [e["dtype"] for k, e in entries.items() if ".transformer_blocks." in k and k.endswith(".weight")]
     if any(k.endswith(".weight_scale") for k in entries) and "F8_E4M3" in blocks:
@@ -145,10 +176,17 @@ def _comfy_quant_format(path: str | Path, entry: dict, data_start: int) -> str:
     begin, end = entry["data_offsets"]
     with Path(path).open("rb") as f:
         f.seek(data_start + begin)
-        conf = json.loads(f.read(end - begin))
+        raw = f.read(end - begin)
+    try:
+        conf = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return "quantized"
+    if not isinstance(conf, dict):
+        return "quantized"
+    params = conf.get("params")
     name = _QUANT_FORMATS.get(conf.get("format", ""), conf.get("format", "quantized"))
     if conf.get("format") == "int8_tensorwise" and (
-        conf.get("convrot") or conf.get("params", {}).get("convrot")
+        conf.get("convrot") or (isinstance(params, dict) and params.get("convrot"))
     ):
         return "int8 convrot"
     return name
@@ -165,41 +203,45 @@ def is_gemma4_file(path: str | Path) -> bool:
 
 
 def read_vae_kind(path: str | Path) -> str:
-    """VIDEO_VAE_DIFFUSION, VIDEO_VAE_CONV or AUDIO_VAE for a separate VAE file; ValueError otherwise."""
+    """VIDEO_VAE_DIFFUSION, VIDEO_VAE_CONV or AUDIO_VAE for a separate VAE file, by the keys ComfyUI's
+    VAE detection reads; ValueError naming the file and what it holds otherwise."""
     entries, _metadata, _ = read_header(path)
-    if "decoder.conv_in_x_t.weight" in entries:
+    if _DIFFUSION_DECODER_KEY in entries:
         return VIDEO_VAE_DIFFUSION
-    if "decoder.up_blocks.0.res_blocks.0.conv1.conv.weight" in entries:
+    if _CONV_DECODER_KEY in entries:
         return VIDEO_VAE_CONV
-    if any(k.startswith(("vocoder.", "audio_vae.")) for k in entries):
+    if any(key in entries for key in _AUDIO_VOCODER_KEYS):
         return AUDIO_VAE
     raise ValueError(
-        f"{path} is not an LTX VAE (no LTX video decoder or audio VAE weights); pick the release's "
-        "video or audio VAE file from models/vae"
+        f"{Path(path).name} is {describe_kind(entries)}, not an LTX VAE (no LTX video decoder or audio "
+        "vocoder weights); pick the release's video or audio VAE file from models/vae"
     )
 
 
-def read_vae_release(path: str | Path) -> str | None:
-    """The LTX release a separate VAE file belongs to when its layout tells (LTX23 or LTX25); None
-    when it is a layout LTX-2 and LTX-2.5 share (the conv video decoder, the plain vocoder)."""
+def read_vae_release(path: str | Path) -> VaeRelease:
+    """What tells the release of a separate VAE file (see VaeRelease and the note above)."""
     kind = read_vae_kind(path)
-    if kind == VIDEO_VAE_DIFFUSION:
-        return LTX25
     entries, metadata, _ = read_header(path)
-    if kind == AUDIO_VAE:
-        return LTX23 if any(k.startswith(LTX23_AUDIO_PREFIXES) for k in entries) else None
-    try:
-        config = json.loads(metadata.get("config", "{}"))
-    except ValueError:
-        return None
-    vae = config.get("vae") if isinstance(config, dict) else None
-    blocks = vae.get("decoder_blocks", []) if isinstance(vae, dict) else []
-    names = {block[0] for block in blocks if isinstance(block, list) and block}
-    return LTX23 if names & set(LTX23_DECODER_BLOCKS) else None
+    stated = release_of_version(metadata)
+    hint, hint_reason = None, ""
+    if kind == AUDIO_VAE and any(k.startswith(LTX23_AUDIO_PREFIXES) for k in entries):
+        hint, hint_reason = LTX23, "its vocoder has the bandwidth extension LTX-2.3 introduced"
+    elif kind == VIDEO_VAE_CONV:
+        vae = config_section(metadata_config(metadata), "vae")
+        blocks = vae.get("decoder_blocks")
+        names = {b[0] for b in blocks if isinstance(b, list) and b} if isinstance(blocks, list) else set()
+        if names & set(LTX23_DECODER_BLOCKS):
+            hint, hint_reason = LTX23, "its decoder upsamples space and time apart, as LTX-2.3's does"
+    if stated is not None:
+        return VaeRelease(stated, f"its model_version metadata names {stated}", hint, hint_reason)
+    if kind == VIDEO_VAE_DIFFUSION:
+        return VaeRelease(LTX25, "it has LTX-2.5's diffusion decoder", hint, hint_reason)
+    return VaeRelease(None, "", hint, hint_reason)
 
 
-def check_vae_files(info: ModelFileInfo, video_vae: str, audio_vae: str) -> None:
-    """Refuse VAE files that do not fit the transformer, naming both files and what would fit."""
+def check_vae_files(info: ModelFileInfo, video_vae: str, audio_vae: str) -> list[str]:
+    """Refuse VAE files that do not fit the transformer, naming both files and what would fit; return
+    warnings (one line each) where only a layout hints at another release."""
     name = Path(info.path).name
     if video_vae and read_vae_kind(video_vae) == AUDIO_VAE:
         raise ValueError(
@@ -208,21 +250,44 @@ def check_vae_files(info: ModelFileInfo, video_vae: str, audio_vae: str) -> None
         )
     if audio_vae and read_vae_kind(audio_vae) != AUDIO_VAE:
         raise ValueError(
-            f"{Path(audio_vae).name} is not an audio VAE (given as the audio VAE of {name}); pick the "
-            "release's audio VAE file (for LTX-2.5: ltx-2.5-audio-vae) in audio_vae_name"
+            f"{Path(audio_vae).name} is a video VAE, not an audio VAE (given as the audio VAE of {name}); pick "
+            "the release's audio VAE file (for LTX-2.5: ltx-2.5-audio-vae) in audio_vae_name"
         )
+    warnings = []
     for role, vae in (("video", video_vae), ("audio", audio_vae)):
-        release = read_vae_release(vae) if vae else None
-        if release is not None and release != info.family:
+        if not vae:
+            continue
+        found = read_vae_release(vae)
+        if found.release is not None and found.release != info.family:
             raise ValueError(
-                f"{Path(vae).name} is an {release} {role} VAE but {name} is an {info.family} transformer; "
-                f"{release}'s VAE does not fit {info.family} latents: {_fitting_vae(info.family, role)}"
+                f"{Path(vae).name} is an {found.release} {role} VAE ({found.reason}) but {name} is an "
+                f"{info.family} transformer; {found.release}'s VAE does not fit {info.family} latents: "
+                f"{_fitting_vae(info.family, role)}"
+            )
+        if found.release is None and found.hint not in (None, info.family):
+            warnings.append(
+                f"{Path(vae).name} may be an {found.hint} {role} VAE ({found.hint_reason}) while {name} is "
+                f"{info.family}; used as given (ComfyUI runs it too). If the result looks wrong, "
+                f"{_fitting_vae(info.family, role)}"
             )
     if info.family == LTX25 and not (video_vae or info.video_vae):
         raise ValueError(
             f"{name} is an LTX-2.5 diffusion model without a video VAE; choose its video VAE file "
             "(ltx-2.5-video-vae) in video_vae_name"
         )
+    return warnings
+
+
+def check_stated_release(info: ModelFileInfo, metadata: dict) -> list[str]:
+    """A warning when the transformer's `model_version` metadata names another release than ComfyUI's
+    detection reads from its weights and config (what runs is what ComfyUI builds)."""
+    stated = release_of_version(metadata)
+    if stated is None or stated == info.family:
+        return []
+    return [
+        f"{Path(info.path).name}'s model_version metadata names {stated} but its weights "
+        f"and config are {info.family}'s; it runs as ComfyUI builds it, {info.family}"
+    ]
 
 
 def _fitting_vae(family: str, role: str) -> str:

@@ -13,15 +13,17 @@ VAE-pairing check agree.
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from .file_metadata import config_section, metadata_config, model_version
 from .gguf_files import GGML_BLOCKS
 
 LTX2, LTX23, LTX25 = "LTX-2", "LTX-2.3", "LTX-2.5"
 UNKNOWN = "unknown"
+# The `model_version` metadata (major, minor) of each release's files (wire/file_metadata.py).
+RELEASE_OF_VERSION = {(2, 0): LTX2, (2, 3): LTX23, (2, 5): LTX25}
 _PREFIXES = ("model.diffusion_model.", "")  # a full checkpoint, a diffusion-model file
 # safetensors dtype names of the block weights -> how a user names the format.
 _FORMATS = {
@@ -88,12 +90,14 @@ def _family(shapes: Mapping[str, tuple[int, ...]], metadata: Mapping[str, str], 
 
 
 def _transformer_config(metadata: Mapping[str, str]) -> dict:
-    try:
-        config = json.loads(metadata.get("config", "{}"))
-    except json.JSONDecodeError:
-        return {}
-    section = config.get("transformer", {}) if isinstance(config, dict) else {}
-    return section if isinstance(section, dict) else {}
+    return config_section(metadata_config(metadata), "transformer")
+
+
+def release_of_version(metadata: Mapping[str, str]) -> str | None:
+    """The release a file's `model_version` metadata names (LTX2 / LTX23 / LTX25); None when the file
+    has none or names a version no release here has."""
+    version = model_version(metadata)
+    return None if version is None else RELEASE_OF_VERSION.get(version)
 
 
 def _weight_format(shapes: Mapping[str, tuple[int, ...]], dtypes: Mapping[str, str], prefix: str) -> str:

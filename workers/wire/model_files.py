@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from .constants import AUDIO_HOP_LENGTH, AUDIO_LATENT_DOWNSAMPLE, AUDIO_SAMPLE_RATE_HZ, VIDEO_LATENT_CHANNELS
+from .file_metadata import config_section, metadata_config, nested
 from .gguf_files import is_gguf_file
 
 PathLike = str | Path
@@ -169,42 +170,67 @@ _DECODER_BLOCK_STRIDES = {"compress_all": (2, 2, 2), "compress_space": (1, 2, 2)
 
 
 def describe_config(config: Mapping[str, Any]) -> ModelDescription:
-    """Resolve a full checkpoint config to its key numbers (defaults as ltx-core 1.0.0 applies them)."""
-    tr = config.get("transformer", {})
-    vae = config.get("vae", {})
-    audio_vae = config.get("audio_vae", {})
-    params = audio_vae.get("model", {}).get("params", {})
-    ddconfig = params.get("ddconfig", {})
-    stft = audio_vae.get("preprocessing", {}).get("stft", {})
-    mel = audio_vae.get("preprocessing", {}).get("mel", {})
+    """Resolve a full checkpoint config to its key numbers (defaults as ltx-core 1.0.0 applies them).
+
+    Any section may be absent, null or partial (a split transformer file says `"vae": null`): its
+    numbers then take the defaults (NOTE [file metadata] in file_metadata.py)."""
+    tr = config_section(config, "transformer")
+    vae = config_section(config, "vae")
+    audio_vae = config_section(config, "audio_vae")
+    params = nested(audio_vae, "model", "params")
+    ddconfig = nested(params, "ddconfig")
+    stft = nested(audio_vae, "preprocessing", "stft")
+    mel = nested(audio_vae, "preprocessing", "mel")
     time_stride, space_stride = 1, 1
-    for block_name, _ in vae.get("decoder_blocks", []):
+    for block_name in _block_names(vae.get("decoder_blocks")):
         t, h, _w = _DECODER_BLOCK_STRIDES.get(block_name, (1, 1, 1))
         time_stride, space_stride = time_stride * t, space_stride * h
-    mel_bins = ddconfig.get("mel_bins") or mel.get("n_mel_channels") or 64
-    sample_rate = int(params.get("sampling_rate", AUDIO_SAMPLE_RATE_HZ))
-    hop_length = int(stft.get("hop_length", AUDIO_HOP_LENGTH))
+    mel_bins = _number(ddconfig, "mel_bins", 0) or _number(mel, "n_mel_channels", 0) or 64
+    sample_rate = _number(params, "sampling_rate", AUDIO_SAMPLE_RATE_HZ)
+    hop_length = _number(stft, "hop_length", AUDIO_HOP_LENGTH)
+    ch_mult = ddconfig.get("ch_mult")
+    levels = len(ch_mult) if isinstance(ch_mult, list | tuple) and ch_mult else 3
     return ModelDescription(
-        num_layers=tr.get("num_layers", 48),
-        video_num_heads=tr.get("num_attention_heads", 32),
-        video_head_dim=tr.get("attention_head_dim", 128),
-        audio_num_heads=tr.get("audio_num_attention_heads", 32),
-        audio_head_dim=tr.get("audio_attention_head_dim", 64),
-        cross_attention_dim=tr.get("cross_attention_dim", 4096),
-        audio_cross_attention_dim=tr.get("audio_cross_attention_dim", 2048),
-        caption_channels=tr.get("caption_channels", 3840),
-        rope_type=tr.get("rope_type", "interleaved"),
-        video_in_channels=tr.get("in_channels", 128),
-        audio_in_channels=tr.get("audio_in_channels", 128),
-        video_latent_channels=vae.get("latent_channels", VIDEO_LATENT_CHANNELS),
-        spatial_compression=vae.get("patch_size", 4) * space_stride,
+        num_layers=_number(tr, "num_layers", 48),
+        video_num_heads=_number(tr, "num_attention_heads", 32),
+        video_head_dim=_number(tr, "attention_head_dim", 128),
+        audio_num_heads=_number(tr, "audio_num_attention_heads", 32),
+        audio_head_dim=_number(tr, "audio_attention_head_dim", 64),
+        cross_attention_dim=_number(tr, "cross_attention_dim", 4096),
+        audio_cross_attention_dim=_number(tr, "audio_cross_attention_dim", 2048),
+        caption_channels=_number(tr, "caption_channels", 3840),
+        rope_type=str(tr.get("rope_type") or "interleaved"),
+        video_in_channels=_number(tr, "in_channels", 128),
+        audio_in_channels=_number(tr, "audio_in_channels", 128),
+        video_latent_channels=_number(vae, "latent_channels", VIDEO_LATENT_CHANNELS),
+        spatial_compression=_number(vae, "patch_size", 4) * space_stride,
         temporal_compression=time_stride,
-        audio_latent_channels=ddconfig.get("z_channels", 8),
-        audio_latent_mel_bins=mel_bins // 2 ** (len(ddconfig.get("ch_mult", (1, 2, 4))) - 1),
+        audio_latent_channels=_number(ddconfig, "z_channels", 8),
+        audio_latent_mel_bins=mel_bins // 2 ** (levels - 1),
         audio_sample_rate_hz=sample_rate,
         audio_hop_length=hop_length,
         audio_latent_rate_hz=sample_rate / hop_length / AUDIO_LATENT_DOWNSAMPLE,
     )
+
+
+def _number(section: Mapping[str, Any], key: str, default: int) -> int:
+    """section[key] as a positive int; `default` when absent, null or not a positive whole number."""
+    value = section.get(key)
+    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0 or value != int(value):
+        return default
+    return int(value)
+
+
+def _block_names(blocks: object) -> list[str]:
+    """The names of a VAE config's block list ([["compress_all", {...}], ...]); [] for anything else."""
+    if not isinstance(blocks, list):
+        return []
+    return [b[0] for b in blocks if isinstance(b, list | tuple) and b and isinstance(b[0], str)]
+
+
+def describe_header(header: SafetensorsHeader) -> ModelDescription:
+    """`describe_config` of the config in a header's metadata; the defaults where it has none."""
+    return describe_config(metadata_config(header.metadata))
 
 
 def describe_checkpoint(path: PathLike) -> ModelDescription:

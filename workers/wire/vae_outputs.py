@@ -14,19 +14,22 @@ from dataclasses import dataclass
 from typing import Any
 
 from .constants import (
+    AUDIO_HOP_LENGTH,
     AUDIO_LATENT_DOWNSAMPLE,
+    AUDIO_SAMPLE_RATE_HZ,
     VIDEO_FRAMES_PER_CELL,
     VIDEO_LATENT_CHANNELS,
     VIDEO_PIXELS_PER_CELL,
 )
+from .file_metadata import config_section, nested
 
-# ltx-core's Vocoder: conv_pre and conv_post are kernel 7 with padding 3 (length kept); each upsample
-# is ConvTranspose1d(kernel k, stride s, padding (k - s) // 2). Defaults when the config omits them
-# (ltx_core.model.audio_vae.model_configurator._vocoder_from_config).
-DEFAULT_UPSAMPLE_RATES = (6, 5, 2, 2, 2)
-DEFAULT_UPSAMPLE_KERNELS = (16, 15, 8, 4, 4)
-DEFAULT_OUTPUT_RATE_HZ = 24000
-DEFAULT_AUDIO_CHANNELS = 2  # stereo: ltx-core's configurator requires it
+# The vocoder (ComfyUI's comfy/ldm/lightricks/vocoders/vocoder.py Vocoder, as ltx-core's): conv_pre and
+# conv_post are kernel 7 with padding 3 (length kept); each upsample is ConvTranspose1d(kernel k,
+# stride s, padding (k - s) // 2). Defaults when the config omits them are ComfyUI's (what runs;
+# ltx-core's differ: 6, 5, 2, 2, 2 and 16, 15, 8, 4, 4).
+DEFAULT_UPSAMPLE_RATES = (5, 4, 2, 2, 2)
+DEFAULT_UPSAMPLE_KERNELS = (16, 16, 8, 4, 4)
+DEFAULT_AUDIO_CHANNELS = 2  # stereo
 
 
 def image_shape(video_shape: tuple[int, ...]) -> tuple[int, int, int, int]:
@@ -72,30 +75,45 @@ def mel_frames(latent_frames: int, causal: bool) -> int:
 
 
 def _generator_length(mel: int, section: Mapping[str, Any]) -> int:
-    rates = section.get("upsample_rates", DEFAULT_UPSAMPLE_RATES)
-    kernels = section.get("upsample_kernel_sizes", DEFAULT_UPSAMPLE_KERNELS)
+    rates = _ints(section.get("upsample_rates"), DEFAULT_UPSAMPLE_RATES)
+    kernels = _ints(section.get("upsample_kernel_sizes"), DEFAULT_UPSAMPLE_KERNELS)
     length = mel
     for stride, kernel in zip(rates, kernels):
         length = (length - 1) * stride - 2 * ((kernel - stride) // 2) + kernel
     return length
 
 
+def _ints(value: object, default: tuple[int, ...]) -> tuple[int, ...]:
+    if isinstance(value, list | tuple) and value and all(isinstance(v, int) for v in value):
+        return tuple(value)
+    return default
+
+
 def audio_output(config: Mapping[str, Any], latent_frames: int) -> AudioOutput:
-    """The waveform of `latent_frames` audio latent frames, from a full checkpoint's config."""
-    ddconfig = config.get("audio_vae", {}).get("model", {}).get("params", {}).get("ddconfig", {})
-    causal = ddconfig.get("causality_axis", "height") != "none"  # AudioDecoderConfigurator's default
+    """The waveform of `latent_frames` audio latent frames, from the config of a full checkpoint or an
+    audio VAE file ("audio_vae" and "vocoder" sections, as ComfyUI's AudioVAE reads them)."""
+    audio_vae = config_section(config, "audio_vae")
+    ddconfig = nested(audio_vae, "model", "params", "ddconfig")
+    causal = ddconfig.get("causality_axis", "height") != "none"  # the autoencoder's default
     channels = int(ddconfig.get("out_ch", DEFAULT_AUDIO_CHANNELS))
-    vocoder = config.get("vocoder", {})
+    vocoder = config_section(config, "vocoder")
     mel = mel_frames(latent_frames, causal)
+    bwe = nested(vocoder, "bwe")
     if "bwe" not in vocoder:
+        # ComfyUI's AudioVAE.output_sample_rate: the config's, else sample rate x upsampling / hop.
+        rates = _ints(vocoder.get("upsample_rates"), DEFAULT_UPSAMPLE_RATES)
+        params = nested(audio_vae, "model", "params")
+        hop = nested(audio_vae, "preprocessing", "stft").get("hop_length", AUDIO_HOP_LENGTH)
+        upsampling = 1
+        for rate in rates:
+            upsampling *= rate
+        inferred = int(params.get("sampling_rate", AUDIO_SAMPLE_RATE_HZ)) * upsampling // int(hop)
         return AudioOutput(
-            channels,
-            _generator_length(mel, vocoder),
-            int(vocoder.get("output_sampling_rate", DEFAULT_OUTPUT_RATE_HZ)),
+            channels, _generator_length(mel, vocoder), int(vocoder.get("output_sample_rate") or inferred)
         )
-    # VocoderWithBWE (LTX-2.3 files): the base vocoder runs at the BWE's input rate, and the output is
-    # that length times output / input rate (ltx_core.model.audio_vae.vocoder.VocoderWithBWE.forward).
-    bwe = vocoder["bwe"]
-    base = _generator_length(mel, vocoder.get("vocoder", {}))
+    # VocoderWithBWE (the 48 kHz vocoder of LTX-2.3, and of later files that keep it): the base vocoder
+    # runs at the BWE's input rate, and the output is that length times output / input rate
+    # (ComfyUI's VocoderWithBWE.forward).
+    base = _generator_length(mel, nested(vocoder, "vocoder"))
     rate_in, rate_out = int(bwe["input_sampling_rate"]), int(bwe["output_sampling_rate"])
     return AudioOutput(channels, base * rate_out // rate_in, rate_out)

@@ -27,26 +27,30 @@ TOKENIZER_KEY = "tokenizer_json"
 
 def load_gemma4_text_encoder(path: Path, device: torch.device, split: LayerSplit | None = None) -> Any:
     """comfy.sd.CLIP of a Gemma 4 "with projection" file, on `device`; with `split`, holding only
-    this rank's layers."""
+    this rank's layers.
+
+    Every file goes through load_clip's own steps (comfy/sd.py): old quantization layouts turned into
+    `comfy_quant` entries, the lm_head key renamed, llama_detect (the file's dtype, its quantization
+    record: what makes ComfyUI build an int8 convrot or fp8 file with its quantized ops) and lt.sd_detect
+    (the projection's widths and biases). Only the Gemma class differs where ComfyUI's is fixed at 12B's
+    sizes (a smaller file) or holds every layer (a split)."""
     import comfy.model_management
     import comfy.sd
     import comfy.utils
 
+    options = {"load_device": device, "offload_device": device}
     sd, metadata = comfy.utils.load_torch_file(str(path), safe_load=True, return_metadata=True)
     hidden, layers = sd["model.embed_tokens.weight"].shape[1], _count_layers(sd)
     is_12b = (hidden, layers) == (_GEMMA4_12B_HIDDEN, _GEMMA4_12B_LAYERS)
-    options = {"load_device": device, "offload_device": device}
     if split is None and is_12b:
         return comfy.sd.load_clip([str(path)], clip_type=comfy.sd.CLIPType.LTXV, model_options=options)
+    sd, _ = comfy.utils.convert_old_quants(sd, model_prefix="", metadata=metadata)
+    if "lm_head.weight" in sd:  # as load_text_encoder_state_dicts renames it
+        sd["model.lm_head.weight"] = sd.pop("lm_head.weight")
+    detected = comfy.sd.llama_detect([sd])
+    base = _gemma4().Gemma4_12B if is_12b else _gemma4_class_from_weights(sd, _gemma4())
     if split is None:
-        return _clip_at_file_sizes(sd, options)
-    if is_12b:  # load_clip's steps for this file (comfy/sd.py), our subclass in place of Gemma4_12B
-        sd, _ = comfy.utils.convert_old_quants(sd, model_prefix="", metadata=metadata)
-        if "lm_head.weight" in sd:  # as load_text_encoder_state_dicts renames it
-            sd["model.lm_head.weight"] = sd.pop("lm_head.weight")
-        base, detected = _gemma4().Gemma4_12B, comfy.sd.llama_detect([sd])
-    else:
-        base, detected = _gemma4_class_from_weights(sd, _gemma4()), {}
+        return _clip(sd, base, detected, options)
     # Built on the CPU, where the dropped layers' never-written weights take no memory, then moved.
     options["initial_device"] = torch.device("cpu")
     clip = _clip(sd, _with_relays(base, split), detected, options, split)
@@ -69,10 +73,6 @@ def _gemma4() -> Any:
     from comfy.text_encoders import gemma4
 
     return gemma4
-
-
-def _clip_at_file_sizes(sd: dict[str, torch.Tensor], options: dict) -> Any:
-    return _clip(sd, _gemma4_class_from_weights(sd, _gemma4()), {}, options)
 
 
 def _with_relays(base: type, split: LayerSplit) -> type:
@@ -104,10 +104,11 @@ def _clip(
     split: LayerSplit | None = None,
 ) -> Any:
     """comfy.sd.CLIP as load_text_encoder_state_dicts builds it for LTX with Gemma 4 (`detected`:
-    its llama_detect of the file, if it passes one). On ranks > 0 of a split, without the LTX
-    projection: their result is thrown away."""
+    its llama_detect of the file). On ranks > 0 of a split, without the LTX projection: their result
+    is thrown away."""
     import comfy.sd
     import comfy.supported_models_base
+    import comfy.utils
     from comfy.text_encoders import gemma4, lt
 
     clip_class = lt.ltxav_te(
@@ -121,7 +122,13 @@ def _clip(
     tokenizer = lt.ltxav_gemma4_tokenizer(gemma4.Gemma4_12B.tokenizer)
     target = comfy.supported_models_base.ClipTarget(tokenizer, clip_class)
     tokenizer_data = {TOKENIZER_KEY: sd[TOKENIZER_KEY]} if TOKENIZER_KEY in sd else {}
-    return comfy.sd.CLIP(target, state_dict=[sd], tokenizer_data=tokenizer_data, model_options=options)
+    return comfy.sd.CLIP(
+        target,
+        state_dict=[sd],
+        tokenizer_data=tokenizer_data,
+        model_options=options,
+        parameters=comfy.utils.calculate_parameters(sd),
+    )
 
 
 def _gemma4_class_from_weights(sd: dict[str, torch.Tensor], gemma4: Any) -> type:
@@ -131,6 +138,7 @@ def _gemma4_class_from_weights(sd: dict[str, torch.Tensor], gemma4: Any) -> type
         i for i in range(_count_layers(sd)) if f"model.layers.{i}.self_attn.v_proj.weight" not in sd
     )
     global_head_dim = sd[f"model.layers.{global_layer}.self_attn.q_norm.weight"].shape[0]
+    global_kv_heads = sd[f"model.layers.{global_layer}.self_attn.k_proj.weight"].shape[0] // global_head_dim
     patch_dense = sd["vision_model.patch_dense.weight"]
     vision = dict(gemma4.Gemma4_12B_Config.vision_config) | {
         "model_patch_size": math.isqrt(patch_dense.shape[1] // 3),
@@ -148,6 +156,7 @@ def _gemma4_class_from_weights(sd: dict[str, torch.Tensor], gemma4: Any) -> type
         namespace={
             "head_dim": head_dim,
             "global_head_dim": global_head_dim,
+            "num_global_key_value_heads": global_kv_heads,
             "vision_config": vision,
             "audio_config": audio,
             "suppress_tokens": [],  # generation only; 12B's ids lie outside a smaller vocabulary
