@@ -23,20 +23,10 @@ def _make_tiny(args: argparse.Namespace) -> int:
 
 
 def _make_tiny_ltx2(args: argparse.Namespace) -> int:
-    from .workers.embedded.tiny_model import LORA_FILE_NAME, make_tiny
-    from .workers.embedded.tiny_variants import make_tiny_lora
+    from .workers.embedded.released import write_released
 
-    files = make_tiny(Path(args.dir), seed=args.seed)
-    # The two-stage workflow's stage 2 takes a LoRA (the distilled one for the released model).
-    lora = make_tiny_lora(Path(args.dir) / LORA_FILE_NAME, files.checkpoint, seed=args.seed)
-    for path in (files.checkpoint, files.spatial_upscaler, lora):
+    for path in write_released(Path(args.dir), "2", seed=args.seed).values():
         print(f"{path}  ({path.stat().st_size / 1e6:.1f} MB)")
-    try:
-        from .workers.embedded.tiny_gemma import make_tiny_gemma
-    except ImportError:
-        return 0
-    gemma = make_tiny_gemma(Path(args.dir))
-    print(f"{gemma}  (tiny Gemma 3 text encoder)")
     return 0
 
 
@@ -54,17 +44,15 @@ def _make_tiny_ltx25(args: argparse.Namespace) -> int:
 
 
 def _make_tiny_ltx23(args: argparse.Namespace) -> int:
-    from .workers.embedded.tiny_gemma import make_tiny_gemma
-    from .workers.embedded.tiny_ltx23 import ComfyUINotFound, make_tiny_ltx23, make_tiny_ltx23_loras
+    from .workers.embedded.released import write_released
+    from .workers.embedded.tiny_ltx23 import ComfyUINotFound
 
     try:
-        files = make_tiny_ltx23(Path(args.dir), seed=args.seed)
+        written = write_released(Path(args.dir), "2.3", seed=args.seed)
     except ComfyUINotFound as exc:
         print(exc, file=sys.stderr)
         return 1
-    gemma = make_tiny_gemma(Path(args.dir))
-    loras = make_tiny_ltx23_loras(files, gemma, seed=args.seed)
-    for path in (files.checkpoint, files.spatial_upscaler_x2, files.spatial_upscaler_x15, gemma, *loras):
+    for path in written.values():
         print(f"{path}  ({path.stat().st_size / 1e6:.1f} MB)")
     return 0
 
@@ -106,7 +94,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     p = sub.add_parser(
         "make-tiny",
-        help="write the embedded tiny LTX-2 (a few MB, random weights), its upscaler, a LoRA and a tiny Gemma into DIR",
+        help="write a tiny LTX release (a few MB, random weights) into DIR's ComfyUI model folders, under the "
+        "released file names the official templates and example workflows load",
     )
     p.add_argument("dir")
     p.add_argument("--seed", type=int, default=0)
@@ -114,7 +103,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--family",
         default="2",
         help=f"which LTX release: {', '.join(_TINY_FAMILIES)} (2.3 and 2.5 are built with ComfyUI's classes: "
-        "need COMFYUI_PATH or the pack inside ComfyUI's custom_nodes/; 2.5 writes ComfyUI's split folders)",
+        "need COMFYUI_PATH or the pack inside ComfyUI's custom_nodes/)",
     )
     p.set_defaults(func=_make_tiny)
 

@@ -150,27 +150,31 @@ def tiny25(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def tiny23(tmp_path_factory) -> types.SimpleNamespace:
-    """The tiny LTX-2.3 made once per session by make-tiny: `files` (TinyLTX23Files: checkpoint, both
-    spatial upscalers), `checkpoint`, `gemma` (the tiny Gemma 3), `lora` and `text_lora`, all in one
-    folder. Shared by every module: read them, never write beside them (link them into a folder of
-    your own to add files or give them other names)."""
-    from ltx2_mgpu.workers.embedded import tiny_gemma, tiny_ltx23
+    """The tiny LTX-2.3 made once per session by make-tiny, in ComfyUI's model folders under the released
+    names (workers/embedded/released.py): `files` (TinyLTX23Files: checkpoint, both spatial upscalers),
+    `checkpoint`, `gemma` (the tiny Gemma 3), `lora` and `text_lora`; `released` maps every
+    "<folder>/<name>" make-tiny wrote to its path. Shared by every module: read them, never write beside
+    them (link them into a folder of your own to add files or give them other names)."""
+    from ltx2_mgpu.workers.embedded import tiny_ltx23
+    from ltx2_mgpu.workers.embedded.released import RELEASED_LTX23
 
     needs_comfyui("the tiny LTX-2.3 is built with ComfyUI's classes")
     out = tmp_path_factory.mktemp("tiny23")
     make_tiny_cli("2.3", out)
+    released = {f"{folder}/{name}": out / folder / name for folder, name in RELEASED_LTX23}
+    at: dict[str, Path] = {}
+    for (folder, name), role in RELEASED_LTX23.items():
+        at.setdefault(role, out / folder / name)  # the dev checkpoint before the distilled slot
     files = tiny_ltx23.TinyLTX23Files(
-        out / tiny_ltx23.CHECKPOINT_FILE_NAME,
-        out / tiny_ltx23.UPSCALER_X2_FILE_NAME,
-        out / tiny_ltx23.UPSCALER_X15_FILE_NAME,
-        seed=0,
+        at["checkpoint"], at["spatial_upscaler_x2"], at["spatial_upscaler_x15"], seed=0
     )
     return types.SimpleNamespace(
         files=files,
         checkpoint=files.checkpoint,
-        gemma=out / tiny_gemma.COMFYUI_FILE_NAME,
-        lora=out / tiny_ltx23.LORA_FILE_NAME,
-        text_lora=out / tiny_ltx23.TEXT_LORA_FILE_NAME,
+        gemma=at["gemma"],
+        lora=at["lora"],
+        text_lora=at["text_lora"],
+        released=released,
     )
 
 

@@ -108,7 +108,7 @@ def our_sample(model: MGPUModel, positive, negative, latent, sigmas) -> list[tor
 
 def test_loader_reports_family_and_format(ours25):
     _model, info = ours25
-    assert "LTX-2.5" in info and "bf16" in info and "ltx-2.5-tiny-video-vae" in info
+    assert "LTX-2.5" in info and "bf16" in info and "ltx-2.5-video-vae-bf16" in info
 
 
 def test_sp_sampler_matches_native_dual_cfg(native25, ours25):  # noqa: F811

@@ -50,7 +50,7 @@ def test_ltx2_lora_on_ltx23_model_is_refused_naming_both(tiny, tiny23, tmp_path,
         add_lora(MGPUModel(checkpoint=str(tiny23.checkpoint)), str(lora), 1.0)
     message = str(refused.value)
     assert (
-        "LoRA ltx2-style-lora.safetensors is for LTX-2 but the model ltx23-tiny.safetensors is LTX-2.3"
+        "LoRA ltx2-style-lora.safetensors is for LTX-2 but the model ltx-2.3-22b-dev-fp8.safetensors is LTX-2.3"
         in message
     )
     assert "pick a LoRA trained for LTX-2.3" in message
@@ -59,7 +59,8 @@ def test_ltx2_lora_on_ltx23_model_is_refused_naming_both(tiny, tiny23, tmp_path,
 
 def test_ltx25_lora_on_ltx23_model_is_refused_by_its_metadata(tiny25, tiny23, no_jobs):
     with pytest.raises(
-        ValueError, match=r"ltx-2\.5-tiny-lora\.safetensors is for LTX-2\.5 but the model ltx23-tiny"
+        ValueError,
+        match=r"ltx-2\.5-tiny-lora\.safetensors is for LTX-2\.5 but the model ltx-2\.3-22b-dev-fp8",
     ):
         add_lora(MGPUModel(checkpoint=str(tiny23.checkpoint)), str(tiny25.lora), 1.0)
     assert no_jobs == [] and worker_children() == []
@@ -91,7 +92,7 @@ def test_gemma4_on_an_ltx23_model_is_refused(tiny25, tiny23, no_jobs):
         encode_prompt(MGPUModel(checkpoint=str(tiny23.checkpoint)), str(tiny25.text_encoder), "a cat")
     message = str(refused.value)
     assert "gemma4-tiny-with-proj-ltx-2.5.safetensors is Gemma 4" in message
-    assert "the model ltx23-tiny.safetensors is LTX-2.3; pick Gemma 3 12B" in message
+    assert "the model ltx-2.3-22b-dev-fp8.safetensors is LTX-2.3; pick Gemma 3 12B" in message
     assert no_jobs == [] and worker_children() == []
 
 
@@ -126,7 +127,7 @@ def test_ltx23_checkpoint_as_the_vae_of_an_ltx25_transformer_is_refused(tiny25, 
     with pytest.raises(ValueError) as refused:
         load_model(str(tiny25.transformer), "cpu", "bfloat16", video_vae_name=str(tiny23.checkpoint))
     message = str(refused.value)
-    assert "ltx23-tiny.safetensors is an LTX-2.3 checkpoint, not a VAE file" in message
+    assert "ltx-2.3-22b-dev-fp8.safetensors is an LTX-2.3 checkpoint, not a VAE file" in message
     assert "the LTX-2.5 model ltx-2.5-tiny-transformer-bf16.safetensors" in message
     assert "pick the LTX-2.5 video VAE (ltx-2.5-video-vae) in video_vae_name" in message
     assert no_jobs == [] and worker_children() == []

@@ -1,5 +1,6 @@
 """`ltx2-mgpu make-tiny DIR` writes what the example workflows need on the tiny model, the stage-2
-LoRA included (issue 20 item 8), and that LoRA loads in our MGPU LoRA and in ComfyUI's LoraLoader."""
+LoRA included (issue 20 item 8), under the released names in ComfyUI's model folders (issue 39), and
+that LoRA loads in our MGPU LoRA and in ComfyUI's LoraLoader."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import pytest
 from safetensors import safe_open
 
 from ltx2_mgpu.cli import main
-from ltx2_mgpu.workers.embedded.tiny_model import CHECKPOINT_FILE_NAME, LORA_FILE_NAME, UPSCALER_FILE_NAME
+from ltx2_mgpu.workers.embedded.released import RELEASED_LTX2
 from ltx2_mgpu.workers.engine.ltxcore.checkpoint import read_safetensors_header
 from ltx2_mgpu.workers.engine.ltxcore.lora import read_lora
 
@@ -21,16 +22,27 @@ def made(tmp_path_factory) -> Path:
     return folder
 
 
+CHECKPOINT = Path("checkpoints", "ltx-2-19b-dev.safetensors")
+LORA = Path("loras", "ltx-2-19b-distilled-lora-384.safetensors")
+
+
 def lora_pairs(path: Path) -> int:
     with safe_open(str(path), framework="pt") as f:
         return sum(1 for key in f.keys() if key.endswith(".lora_A.weight"))
 
 
+def test_make_tiny_writes_the_released_names_the_example_workflows_load(made):
+    written = {str(p.relative_to(made)) for p in made.rglob("*") if p.is_file()}
+    assert written == {f"{folder}/{name}" for folder, name in RELEASED_LTX2}
+    example = (
+        Path(__file__).parent.parent / "example_workflows" / "ltx2_mgpu_t2v_two_stage.json"
+    ).read_text()
+    assert all(name in example for _, name in RELEASED_LTX2 if not name.startswith("gemma"))
+
+
 def test_make_tiny_writes_a_lora_that_mgpu_lora_takes(made):
-    for name in (CHECKPOINT_FILE_NAME, UPSCALER_FILE_NAME, LORA_FILE_NAME):
-        assert (made / name).is_file(), f"make-tiny did not write {name}"
-    lora = read_lora(made / LORA_FILE_NAME, read_safetensors_header(made / CHECKPOINT_FILE_NAME))
-    assert len(lora.targets) == lora_pairs(made / LORA_FILE_NAME) > 0, "a LoRA pair changes nothing"
+    lora = read_lora(made / LORA, read_safetensors_header(made / CHECKPOINT))
+    assert len(lora.targets) == lora_pairs(made / LORA) > 0, "a LoRA pair changes nothing"
 
 
 @pytest.mark.comfyui
@@ -42,12 +54,12 @@ def test_the_tiny_lora_loads_in_comfyuis_lora_loader(made):
 
         import nodes  # ComfyUI's nodes.py
 
-        folder_paths.add_model_folder_path("checkpoints", str(made))
-        folder_paths.add_model_folder_path("loras", str(made))
-        model, _clip, _vae = nodes.CheckpointLoaderSimple().load_checkpoint(CHECKPOINT_FILE_NAME)
-        (patched,) = nodes.LoraLoaderModelOnly().load_lora_model_only(model, LORA_FILE_NAME, 1.0)
+        folder_paths.add_model_folder_path("checkpoints", str(made / CHECKPOINT.parent))
+        folder_paths.add_model_folder_path("loras", str(made / LORA.parent))
+        model, _clip, _vae = nodes.CheckpointLoaderSimple().load_checkpoint(CHECKPOINT.name)
+        (patched,) = nodes.LoraLoaderModelOnly().load_lora_model_only(model, LORA.name, 1.0)
     # ComfyUI only logs keys it cannot place; every pair must have become a patch of a weight.
-    assert len(patched.patches) == lora_pairs(made / LORA_FILE_NAME) > 0
+    assert len(patched.patches) == lora_pairs(made / LORA) > 0
 
 
 def test_make_tiny_families(tmp_path, monkeypatch, capsys):
@@ -62,4 +74,4 @@ def test_make_tiny_families(tmp_path, monkeypatch, capsys):
     monkeypatch.delenv("COMFYUI_PATH", raising=False)
     assert main(["make-tiny", "--family", "2.3", str(tmp_path)]) == 1
     assert "found no ComfyUI: set COMFYUI_PATH" in capsys.readouterr().err
-    assert not list(tmp_path.glob("*.safetensors"))
+    assert not list(tmp_path.rglob("*.safetensors"))

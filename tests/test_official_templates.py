@@ -6,8 +6,9 @@ a user sees on the subgraph's face (width/height/duration/fps, prompt enhancer o
 up to 2,048 tokens with the random tiny Gemma); everything else is the template's own: guiders,
 samplers, sigmas, both stages, the latent upscaler, the distilled LoRA at 0.5, tiled VAE decode, the
 first/last-frame guides, the ID-LoRA and its reference voice, ia2v's soundtrack. The IC-LoRA template runs with
-its depth estimation (MoGe, no tiny stand-in) fed the control video's own frames (without_depth_model). The tiny files sit
-under the released names; the images and audio the templates load are written into the input folder. ComfyUI's Gemma loader gets the tiny sizes from a test
+its depth estimation (MoGe, no tiny stand-in) fed the control video's own frames (without_depth_model). The tiny files are
+make-tiny's, which writes them under the released names in ComfyUI's model folders (nothing is renamed
+here); the images and audio the templates load are written into the input folder. ComfyUI's Gemma loader gets the tiny sizes from a test
 shim (tests/comfyui_test_shims/). Both sides run float32: `--fp32-unet` for CheckpointLoaderSimple's
 MODEL (on CPU ComfyUI would pick bf16 for it) and `--fp32-text-enc` for the text encoder's wrapper
 (fp16 otherwise; Gemma itself stays in its file's dtype, bf16), weight_dtype float32 on the MGPU Loader.
@@ -134,51 +135,20 @@ def templates(pytestconfig, tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory, tiny23, tiny25) -> Iterator[ComfyUIServer]:
+    """ComfyUI on make-tiny's files as make-tiny writes them, under the released names (issue 39): the
+    session's `make-tiny --family 2.3` and `--family 2.5` folders linked in file by file. Nothing is
+    renamed."""
     from ltx23_fixtures import tiny_gemma_sizes
 
-    from ltx2_mgpu.workers.embedded.tiny_variants import make_tiny_lora
-
-    staging = tmp_path_factory.mktemp("released-names")
-    files, gemma, lora, text_lora = tiny23.files, tiny23.gemma, tiny23.lora, tiny23.text_lora
-    (staging / "made").mkdir()
-    id_lora = make_tiny_lora(staging / "made" / "id_lora.safetensors", files.checkpoint, seed=1)
-    ic_lora = with_metadata(
-        make_tiny_lora(staging / "made" / "ic_lora.safetensors", files.checkpoint, seed=2),
-        {"reference_downscale_factor": "2"},  # what GetICLoRAParameters reads: "ref0.5" in the name
-    )
-    sources = {
-        "checkpoints": [(CHECKPOINT_23, files.checkpoint), (DISTILLED_CHECKPOINT_23, files.checkpoint)],
-        "latent_upscale_models": [(RELEASED_23["latent_upscale_models"], files.spatial_upscaler_x2)],
-        "text_encoders": [(RELEASED_23["text_encoders"], gemma)],
-        "loras": [
-            (DISTILLED_LORA_23, lora),
-            (RELEASED_23["text_loras"], text_lora),
-            (ID_LORA_23, id_lora),
-            (IC_LORA_23, ic_lora),
-        ],
-    }
-    for folder, name, source in (
-        ("diffusion_models", RELEASED_25["diffusion_models"], tiny25.transformer_int8),
-        ("diffusion_models", tiny25.transformer.name, tiny25.transformer),
-        ("vae", RELEASED_25["video_vae"], tiny25.video_vae),
-        ("vae", RELEASED_25["audio_vae"], tiny25.audio_vae),
-        ("text_encoders", RELEASED_25["text_encoders"], tiny25.text_encoder),
-        ("text_encoders", RELEASED_25["prompt_enhancer"], tiny25.text_encoder),
-        ("latent_upscale_models", RELEASED_25["latent_upscale_models"], tiny25.spatial_upscaler),
-    ):
-        sources.setdefault(folder, []).append((name, source))
-    models = {}
-    for folder, pairs in sources.items():
-        models[folder] = []
-        for name, source in pairs:
-            named = staging / name
-            named.symlink_to(Path(source).resolve())
-            models[folder].append(named)
     layout = make_layout(
         tmp_path_factory.mktemp("comfyui-base"),
-        models=models,
+        models=_by_folder([*tiny23.released.values(), *tiny25.all()]),
         extra_packs={SHIM_FOLDER: SHIM_SOURCE.read_text()},
     )
+    assert {f"{folder}/{name}" for folder, name in _template_files()} <= set(tiny23.released) | {
+        f"{p.parent.name}/{p.name}" for p in tiny25.all()
+    }, "make-tiny does not write every file the templates name"
+    gemma = tiny23.gemma
     (layout.custom_nodes / SHIM_FOLDER / "tiny_gemma_sizes.json").write_text(
         json.dumps(tiny_gemma_sizes(gemma))
     )
@@ -190,6 +160,27 @@ def server(tmp_path_factory, tiny23, tiny25) -> Iterator[ComfyUIServer]:
     _write_video(layout.base / "input" / INPUT_VIDEO)
     with ComfyUIServer(comfyui_root(), layout, extra_args=["--fp32-unet", "--fp32-text-enc"]) as running:
         yield running
+
+
+def _by_folder(paths) -> dict[str, list[Path]]:
+    out: dict[str, list[Path]] = {}
+    for path in paths:
+        out.setdefault(path.parent.name, []).append(path)
+    return out
+
+
+def _template_files() -> list[tuple[str, str]]:
+    """(folder, name) of every file the nine templates load (the IC-LoRA template's depth model aside:
+    its depth estimation is left out, see without_depth_model)."""
+    folders = {
+        "video_vae": "vae",
+        "audio_vae": "vae",
+        "text_loras": "loras",
+        "prompt_enhancer": "text_encoders",
+    }
+    files = [(folders.get(k, k), v) for k, v in {**RELEASED_23, **RELEASED_25}.items()]
+    extra = [("checkpoints", DISTILLED_CHECKPOINT_23), ("loras", ID_LORA_23), ("loras", IC_LORA_23)]
+    return files + extra
 
 
 def tiny_gemma4_config() -> dict:
@@ -216,16 +207,6 @@ def _write_image(path: Path) -> None:
     side = 160
     gradient = np.linspace(0, 255, side * side * 3).reshape(side, side, 3).astype(np.uint8)
     Image.fromarray(gradient).save(path)
-
-
-def with_metadata(path: Path, extra: dict[str, str]) -> Path:
-    from safetensors import safe_open
-    from safetensors.torch import load_file, save_file
-
-    with safe_open(str(path), framework="pt") as f:
-        metadata = dict(f.metadata() or {})
-    save_file(load_file(str(path)), str(path), metadata=metadata | extra)
-    return path
 
 
 def _write_video(path: Path) -> None:

@@ -10,14 +10,19 @@ writes ComfyUI's model folders:
   LTX-2.5's own parts: the keyframe absolute position embedding and the video feed-forward without
   bias; with LTX-2.3's gated attention, cross-attention AdaLN and the text projection in the
   text encoder (so the connectors run at each stream's width).
-- diffusion_models/ltx-2.5-tiny-transformer-int8-convrot.safetensors: the same weights with the
-  transformer blocks' Linears in ComfyUI's int8 "convrot" format (int8 weight, per-channel
-  `weight_scale`, a `comfy_quant` entry per layer), as the released comfy-int8-convrot file.
-- text_encoders/gemma4-tiny-with-proj-ltx-2.5.safetensors (tiny_gemma4).
-- vae/ltx-2.5-tiny-video-vae.safetensors (diffusion decoder, as released),
+- diffusion_models/ltx-2.5-22b-distilled-transformer-comfy-int8-convrot.safetensors (the released
+  name, what the 2.5 templates' UNETLoader picks): the same weights with the transformer blocks'
+  Linears in ComfyUI's int8 "convrot" format (int8 weight, per-channel `weight_scale`, a `comfy_quant`
+  entry per layer), as the released comfy-int8-convrot file.
+- text_encoders/gemma4-tiny-with-proj-ltx-2.5.safetensors (tiny_gemma4, bf16) and, under the released
+  name gemma4-12b-with-proj-ltx-2.5-comfy-int8-convrot.safetensors, the same Gemma 4 with its layers'
+  Linears in int8 convrot, as released. text_encoders/gemma4_e2b_it_int8_convrot.safetensors stands in
+  for the templates' prompt enhancer (Gemma 4 E2B) so their graphs validate: it is the int8 Gemma 4
+  file again, not an E2B; leave the templates' prompt enhancement off on these files.
+- vae/ltx-2.5-video-vae-bf16.safetensors (diffusion decoder, as released),
   vae/ltx-2.5-tiny-video-vae-conv-decoder.safetensors (the conv decoder option),
-  vae/ltx-2.5-tiny-audio-vae.safetensors (tiny_ltx25_vae).
-- latent_upscale_models/ltx-2.5-tiny-latent-spatial-upscaler-x2.safetensors.
+  vae/ltx-2.5-audio-vae-bf16.safetensors (tiny_ltx25_vae).
+- latent_upscale_models/ltx-2.5-latent-spatial-upscaler-x2-bf16-1.0.safetensors.
 - loras/ltx-2.5-tiny-lora.safetensors: a rank-4 LoRA on the transformer blocks' attention.
 
 Same seed, same torch and ComfyUI: the same bytes.
@@ -32,6 +37,7 @@ from typing import Any
 
 import torch
 
+from .released import place_file
 from .tiny_comfy import comfyui_for_tiny, random_state
 from .tiny_gemma4 import make_tiny_gemma4
 from .tiny_ltx25_vae import (
@@ -45,10 +51,12 @@ from .tiny_ltx25_vae import (
 from .tiny_model import CONV_GAIN, TRANSFORMER_GAIN, _generator, _save, tiny_upsampler_config
 
 TRANSFORMER_FILE_NAME = "ltx-2.5-tiny-transformer-bf16.safetensors"
-TRANSFORMER_INT8_FILE_NAME = "ltx-2.5-tiny-transformer-int8-convrot.safetensors"
-UPSCALER_FILE_NAME = "ltx-2.5-tiny-latent-spatial-upscaler-x2.safetensors"
+TRANSFORMER_INT8_FILE_NAME = "ltx-2.5-22b-distilled-transformer-comfy-int8-convrot.safetensors"
+UPSCALER_FILE_NAME = "ltx-2.5-latent-spatial-upscaler-x2-bf16-1.0.safetensors"
 LORA_FILE_NAME = "ltx-2.5-tiny-lora.safetensors"
 TEXT_ENCODER_FILE_NAME = "gemma4-tiny-with-proj-ltx-2.5.safetensors"
+TEXT_ENCODER_INT8_FILE_NAME = "gemma4-12b-with-proj-ltx-2.5-comfy-int8-convrot.safetensors"
+PROMPT_ENHANCER_FILE_NAME = "gemma4_e2b_it_int8_convrot.safetensors"  # a stand-in, see the docstring
 DIFFUSION_PREFIX = "model.diffusion_model."
 
 NUM_LAYERS = 2
@@ -112,6 +120,8 @@ class TinyLtx25Files:
     transformer: Path
     transformer_int8: Path
     text_encoder: Path
+    text_encoder_int8: Path
+    prompt_enhancer: Path
     video_vae: Path
     conv_video_vae: Path
     audio_vae: Path
@@ -124,6 +134,8 @@ class TinyLtx25Files:
             self.transformer,
             self.transformer_int8,
             self.text_encoder,
+            self.text_encoder_int8,
+            self.prompt_enhancer,
             self.video_vae,
             self.conv_video_vae,
             self.audio_vae,
@@ -139,6 +151,8 @@ def make_tiny_ltx25_paths(models_dir: Path | str, seed: int = 0) -> TinyLtx25Fil
         transformer=root / "diffusion_models" / TRANSFORMER_FILE_NAME,
         transformer_int8=root / "diffusion_models" / TRANSFORMER_INT8_FILE_NAME,
         text_encoder=root / "text_encoders" / TEXT_ENCODER_FILE_NAME,
+        text_encoder_int8=root / "text_encoders" / TEXT_ENCODER_INT8_FILE_NAME,
+        prompt_enhancer=root / "text_encoders" / PROMPT_ENHANCER_FILE_NAME,
         video_vae=root / "vae" / VIDEO_VAE_FILE_NAME,
         conv_video_vae=root / "vae" / CONV_VIDEO_VAE_FILE_NAME,
         audio_vae=root / "vae" / AUDIO_VAE_FILE_NAME,
@@ -159,6 +173,8 @@ def make_tiny_ltx25(models_dir: Path | str, seed: int = 0) -> TinyLtx25Files:
     _save(tensors, config, files.transformer)
     _save_int8_convrot(tensors, config, files.transformer_int8)
     make_tiny_gemma4(files.text_encoder, seed, VIDEO_DIM, AUDIO_DIM)
+    write_int8_convrot(files.text_encoder, files.text_encoder_int8, is_gemma4_convrot_layer)
+    place_file(files.text_encoder_int8, files.prompt_enhancer)
     tiny_video_vae_25(files.video_vae, seed)
     tiny_conv_video_vae_25(files.conv_video_vae, seed)
     tiny_audio_vae_25(files.audio_vae, seed)
@@ -189,16 +205,44 @@ def is_convrot_layer(key: str, weight: torch.Tensor) -> bool:
 
 
 def _save_int8_convrot(tensors: dict[str, torch.Tensor], config: dict[str, Any], path: Path) -> None:
+    _save_raw(int8_convrot_tensors(tensors, is_convrot_layer), {"config": json.dumps(config)}, path)
+
+
+def is_gemma4_convrot_layer(key: str, weight: torch.Tensor) -> bool:
+    """Whether the int8 Gemma 4 file quantizes this weight: its layers' 2-D Linear weights."""
+    return (
+        key.startswith("model.layers.")
+        and key.endswith("_proj.weight")
+        and weight.ndim == 2
+        and weight.shape[1] % CONVROT_GROUP_SIZE == 0
+    )
+
+
+def write_int8_convrot(source: Path, path: Path, is_layer) -> Path:
+    """`source` again at `path` with the weights `is_layer(key, weight)` picks in ComfyUI's int8 convrot
+    format; every other entry and the metadata as they are."""
+    from safetensors import safe_open
+
+    with safe_open(str(source), framework="pt") as f:
+        tensors = {key: f.get_tensor(key) for key in f.keys()}
+        metadata = dict(f.metadata() or {})
+    _save_raw(int8_convrot_tensors(tensors, is_layer, keep_dtypes=True), metadata, path)
+    return path
+
+
+def int8_convrot_tensors(tensors: dict[str, torch.Tensor], is_layer, keep_dtypes: bool = False) -> dict:
+    """ComfyUI's int8 convrot entries (int8 weight, per-channel `weight_scale`, a `comfy_quant` record)
+    for the weights `is_layer` picks, quantized from their bf16 values as a released conversion is; the
+    other entries in bf16 (or as stored, `keep_dtypes`)."""
     from comfy.quant_ops import QuantizedTensor
 
     out: dict[str, torch.Tensor] = {}
     layer_conf = {"format": "int8_tensorwise", "convrot": True, "convrot_groupsize": CONVROT_GROUP_SIZE}
     conf_bytes = torch.frombuffer(bytearray(json.dumps(layer_conf).encode()), dtype=torch.uint8)
     for key, value in tensors.items():
-        if not is_convrot_layer(key, value):
-            out[key] = value.to(torch.bfloat16)
+        if not is_layer(key, value):
+            out[key] = value if keep_dtypes or not value.is_floating_point() else value.to(torch.bfloat16)
             continue
-        # Quantized from the bf16 value the bf16 file stores, as a released conversion would be.
         quantized = QuantizedTensor.from_float(
             value.to(torch.bfloat16),
             "TensorWiseINT8Layout",
@@ -210,18 +254,16 @@ def _save_int8_convrot(tensors: dict[str, torch.Tensor], config: dict[str, Any],
         out[key] = quantized._qdata
         out[f"{layer}.weight_scale"] = quantized._params.scale
         out[f"{layer}.comfy_quant"] = conf_bytes.clone()
-    _save_raw(out, config, path)
+    return out
 
 
-def _save_raw(tensors: dict[str, torch.Tensor], config: dict[str, Any], path: Path) -> None:
+def _save_raw(tensors: dict[str, torch.Tensor], metadata: dict[str, str], path: Path) -> None:
     import os
 
     from safetensors.torch import save_file
 
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    save_file(
-        {k: v.contiguous() for k, v in tensors.items()}, str(tmp), metadata={"config": json.dumps(config)}
-    )
+    save_file({k: v.contiguous() for k, v in tensors.items()}, str(tmp), metadata=metadata or None)
     os.replace(tmp, path)
 
 

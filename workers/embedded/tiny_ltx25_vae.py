@@ -22,9 +22,10 @@ from typing import Any
 from .tiny_comfy import comfyui_for_tiny, random_state
 from .tiny_model import CONV_GAIN, _save, tiny_checkpoint_config
 
-VIDEO_VAE_FILE_NAME = "ltx-2.5-tiny-video-vae.safetensors"
+# The released names the 2.5 templates' VAELoaders pick (the conv decoder option is no template's).
+VIDEO_VAE_FILE_NAME = "ltx-2.5-video-vae-bf16.safetensors"
 CONV_VIDEO_VAE_FILE_NAME = "ltx-2.5-tiny-video-vae-conv-decoder.safetensors"
-AUDIO_VAE_FILE_NAME = "ltx-2.5-tiny-audio-vae.safetensors"
+AUDIO_VAE_FILE_NAME = "ltx-2.5-audio-vae-bf16.safetensors"
 # Decoder widths: each pixel-shuffle stage divides the width by its reduction (released:
 # 2048, 1024, 512, 512, 256 with 64-wide heads); here 8-wide heads, 1 to 8 per stage.
 DECODER_STAGE_CHANNELS = (64, 32, 16, 16, 8)
