@@ -11,7 +11,9 @@ traceback from inside a worker. These are the refusals a header shows:
   widths are not those numbers fails its load_state_dict with size mismatches: a tiny or pruned file
   without its config, or a config that does not describe the weights.
 - Separate VAE files (VAELoader): the audio VAE needs its config's "audio_vae" and "vocoder" sections
-  (vae/audio_vae.py asserts them); a present "config" must parse.
+  (vae/audio_vae.py asserts them); a present "config" must parse; without a "vae" section ComfyUI
+  builds its default video VAE (encoder 128 channels at the input; conv decoder 512 or 1024 wide, the
+  width picking the version; diffusion decoder 2048 wide at the latent), refused by a file of other widths.
 - The latent upscaler (LatentUpscaleModelLoader): needs its config object.
 What the header cannot show (a size mismatch deeper in the file) the ranks' load reports, naming
 the file, with ComfyUI's own message.
@@ -103,10 +105,32 @@ def check_audio_vae_header(header: SafetensorsHeader) -> None:
         )
 
 
+# Widths of ComfyUI's default LTX video VAEs (causal_video_autoencoder.VideoVAE.get_default_config,
+# na_diffusion_decoder.LTX_24_VAE_CONFIG): key -> (dimension, the widths a default VAE has there).
+DEFAULT_VIDEO_VAE_WIDTHS = {
+    "encoder.conv_in.conv.weight": (0, (128,)),
+    "decoder.up_blocks.0.res_blocks.0.conv1.conv.weight": (0, (512, 1024)),
+    "decoder.conv_in.weight": (0, (2048,)),
+}
+
+
 def check_video_vae_header(header: SafetensorsHeader) -> None:
-    """ValueError for a video VAE file whose metadata "config" ComfyUI cannot parse (it reads "vae")."""
-    if CONFIG_KEY in header.metadata and parse_json_object(header.metadata[CONFIG_KEY]) is None:
+    """ValueError for a video VAE file ComfyUI's VAELoader refuses: a metadata "config" it cannot parse,
+    or no "vae" section where the weights are not the default VAE's widths ComfyUI then builds."""
+    name = Path(header.path).name
+    config = parse_json_object(header.metadata.get(CONFIG_KEY))
+    if CONFIG_KEY in header.metadata and config is None:
         raise ValueError(
-            f"{Path(header.path).name}: its metadata 'config' is not a JSON object, which ComfyUI's VAELoader "
-            f"parses, so it refuses the file too; {_REDOWNLOAD}"
+            f"{name}: its metadata 'config' is not a JSON object, which ComfyUI's VAELoader parses, so it "
+            f"refuses the file too; {_REDOWNLOAD}"
         )
+    if isinstance((config or {}).get("vae"), Mapping):
+        return
+    for key, (dim, widths) in DEFAULT_VIDEO_VAE_WIDTHS.items():
+        shape = header.shapes.get(key)
+        if shape is not None and len(shape) > dim and shape[dim] not in widths:
+            raise ValueError(
+                f"{name} is an LTX video VAE without a 'vae' section in its metadata config, so ComfyUI builds "
+                f"its default VAE ({key} {' or '.join(map(str, widths))} wide) and refuses this file's "
+                f"{shape[dim]}-wide weights too (size mismatch); {_REDOWNLOAD}"
+            )
