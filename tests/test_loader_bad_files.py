@@ -181,13 +181,9 @@ def test_a_layout_that_only_hints_at_another_release_warns_and_loads(tmp_path, n
     stated = audio_vae(tmp_path / "a25-bwe.safetensors", bwe=True, metadata={"model_version": "2.5.0"})
     unstated = audio_vae(tmp_path / "a-bwe.safetensors", bwe=True)
     with caplog.at_level("WARNING"):
-        load_model(
-            str(ckpt), "cpu:2", "float32", video_vae_name=str(video), audio_vae_name=str(stated)
-        )
+        load_model(str(ckpt), "cpu:2", "float32", video_vae_name=str(video), audio_vae_name=str(stated))
         assert not [r for r in caplog.records if r.levelname == "WARNING"]
-        load_model(
-            str(ckpt), "cpu:2", "float32", video_vae_name=str(video), audio_vae_name=str(unstated)
-        )
+        load_model(str(ckpt), "cpu:2", "float32", video_vae_name=str(video), audio_vae_name=str(unstated))
     (warning,) = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
     assert "a-bwe.safetensors may be an LTX-2.3 audio VAE" in warning and "used as given" in warning
     assert len(no_jobs) == 2  # both loaded
