@@ -149,8 +149,9 @@ def int8_convrot(tensors: dict[str, torch.Tensor], picks) -> dict[str, torch.Ten
 # ----- VAEs ----------------------------------------------------------------------------------------
 
 
-def video_vae_variants(source: Path, release: str, out: Path) -> list[Variant]:
-    """The video VAE as its own file (from a checkpoint's `vae.*`, or a VAE file as made)."""
+def video_vae_variants(source: Path, release: str, out: Path, kind: str = "") -> list[Variant]:
+    """The video VAE as its own file (from a checkpoint's `vae.*`, or a VAE file as made); `kind` starts
+    the labels where a release has two (LTX-2.5's diffusion decoder and its conv decoder option)."""
     tensors, metadata = read(source)
     if any(k.startswith("vae.") for k in tensors):
         tensors = {k.removeprefix("vae."): v for k, v in tensors.items() if k.startswith("vae.")}
@@ -158,7 +159,8 @@ def video_vae_variants(source: Path, release: str, out: Path) -> list[Variant]:
     made = []
 
     def add(label: str, meta: dict | None, refused: bool = False) -> None:
-        name = f"{release}-video-vae-{label.replace(' ', '-')}.safetensors"
+        label = f"{kind}, {label}" if kind else label
+        name = f"{release}-video-vae-{label.replace(' ', '-').replace(',', '')}.safetensors"
         made.append(
             Variant(release, "video_vae", label, write(out / "vae" / name, tensors, meta), "vae", refused)
         )
