@@ -4,7 +4,8 @@ writes them again as other hands would (split or whole, with or without the `mod
 prefix, metadata config full / partial / with null sections / with extra keys / absent / broken,
 `model_version` stated or not, quantized with or without the attention gates, the LTX-2.5 audio VAE
 with the 48 kHz bandwidth-extension vocoder, Gemma with SentencePiece or tokenizer JSON, with a config
-in its metadata, a Gemma 4 of its own sizes drawn here with ComfyUI's classes, int8 convrot).
+in its metadata, a Gemma 4 of its own sizes drawn here with ComfyUI's classes, int8 convrot; scaled fp8
+transformers).
 
 Each variant records what ComfyUI is expected to do with it (`refused`: its loader fails on the file;
 the matrix checks that too, against ComfyUI itself, and that ours refuses it before any work).
@@ -104,8 +105,13 @@ def transformer_variants(source: Path, release: str, out: Path) -> list[Variant]
     add("config not json", model, {"config": "{'transformer': 1}"}, refused=True)
     gates = any(".to_gate_logits." in k for k in model)
     for with_gates in (True, False) if gates else (True,):
-        label = "int8 convrot" + ((", gates quantized" if with_gates else ", gates not") if gates else "")
-        add(label, int8_convrot(model, block_linears(with_gates)), {"config": json.dumps(full)})
+        suffix = (", gates quantized" if with_gates else ", gates not") if gates else ""
+        add(
+            "int8 convrot" + suffix,
+            int8_convrot(model, block_linears(with_gates)),
+            {"config": json.dumps(full)},
+        )
+        add("fp8 scaled" + suffix, fp8_scaled(model, block_linears(with_gates)), {"config": json.dumps(full)})
     return made
 
 
@@ -142,6 +148,25 @@ def int8_convrot(tensors: dict[str, torch.Tensor], picks) -> dict[str, torch.Ten
         )  # fmt: skip
         layer = key.removesuffix(".weight")
         out[key], out[f"{layer}.weight_scale"] = q._qdata, q._params.scale
+        out[f"{layer}.comfy_quant"] = torch.frombuffer(bytearray(record.encode()), dtype=torch.uint8).clone()
+    return out
+
+
+def fp8_scaled(tensors: dict[str, torch.Tensor], picks) -> dict[str, torch.Tensor]:
+    """The 2-D weights `picks(key, value)` selects in ComfyUI's scaled fp8 format, as the released fp8
+    files store them: float8_e4m3fn weight, one float32 `weight_scale` per tensor, a `comfy_quant`
+    record; every other entry as stored. Written with torch alone."""
+    record = json.dumps({"format": "float8_e4m3fn"})
+    fp8_max = torch.finfo(torch.float8_e4m3fn).max
+    out = {}
+    for key, value in tensors.items():
+        if not (picks(key, value) and value.ndim == 2):
+            out[key] = value
+            continue
+        scale = (value.float().abs().amax() / fp8_max).clamp(min=1e-12)
+        layer = key.removesuffix(".weight")
+        out[key] = (value.float() / scale).clamp(-fp8_max, fp8_max).to(torch.float8_e4m3fn)
+        out[f"{layer}.weight_scale"] = scale.reshape(())
         out[f"{layer}.comfy_quant"] = torch.frombuffer(bytearray(record.encode()), dtype=torch.uint8).clone()
     return out
 
