@@ -56,7 +56,8 @@ def _check_not_empty(latent: torch.Tensor, what: str, axes: tuple[str, ...]) -> 
     if empty:
         raise ValueError(
             f"the {what} has shape {tuple(latent.shape)}: no {' and no '.join(empty)}. Connect a latent with at "
-            "least one frame (EmptyLTXVLatentVideo length 1 or more; a node upstream produced an empty one)"
+            "least one frame and one latent cell in height and width (EmptyLTXVLatentVideo: length 1 or more, "
+            "width and height 32 or more; a node upstream produced an empty one)"
         )
 
 
