@@ -203,16 +203,14 @@ def load_tiny_shim(models: Path, scratch: Path) -> None:
     import importlib.util
 
     sys.path.insert(0, str(BENCH.parent / "tests"))
+    from e2e_models import released_names
     from ltx23_fixtures import tiny_gemma_sizes
     from test_official_templates import SHIM_SOURCE, tiny_gemma4_config
 
-    from ltx2_mgpu.workers.embedded.tiny_gemma import COMFYUI_FILE_NAME
-
     shim = scratch / "shim"
     shim.mkdir(parents=True, exist_ok=True)
-    (shim / "tiny_gemma_sizes.json").write_text(
-        json.dumps(tiny_gemma_sizes(models / "tiny23" / COMFYUI_FILE_NAME))
-    )
+    gemma = models / "text_encoders" / released_names()[0]["text_encoders"]  # make-tiny's, released name
+    (shim / "tiny_gemma_sizes.json").write_text(json.dumps(tiny_gemma_sizes(gemma)))
     (shim / "tiny_gemma4.json").write_text(json.dumps(tiny_gemma4_config()))
     (shim / "shim.py").write_text(SHIM_SOURCE.read_text())
     spec = importlib.util.spec_from_file_location("bench_e2e_tiny_shim", shim / "shim.py")

@@ -1,8 +1,8 @@
 """Model files for bench_e2e.py under the names the official templates load.
 
-Tiny (`stage_tiny_models`): `ltx2-mgpu make-tiny --family 2.3` and `--family 2.5` (the embedded tiny
-files in the released layouts), linked under the released names, as tests/test_official_templates.py
-does for its server.
+Tiny (`stage_tiny_models`): `ltx2-mgpu make-tiny --family 2.3` and `--family 2.5` into one models
+folder (the embedded tiny files under the released names in ComfyUI's folders), as
+tests/test_official_templates.py's server uses them.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pathlib import Path
 TESTS = Path(__file__).resolve().parent.parent / "tests"
 
 
-def _released_names() -> tuple[dict, dict, str, str]:
+def released_names() -> tuple[dict, dict, str, str]:
     if str(TESTS) not in sys.path:
         sys.path.insert(0, str(TESTS))
     from test_official_templates import CHECKPOINT_23, DISTILLED_LORA_23, RELEASED_23, RELEASED_25
@@ -28,39 +28,27 @@ def _released_names() -> tuple[dict, dict, str, str]:
 def stage_tiny_models(models: Path, comfyui_root: Path) -> Path:
     """ComfyUI's models/ layout under `models`: the tiny 2.3 and 2.5 files and links under the names
     the 2.3 / 2.5 templates load. Made once (kept between runs)."""
-    from ltx2_mgpu.workers.embedded.tiny_gemma import COMFYUI_FILE_NAME
-    from ltx2_mgpu.workers.embedded.tiny_ltx23 import (
-        CHECKPOINT_FILE_NAME,
-        LORA_FILE_NAME,
-        TEXT_LORA_FILE_NAME,
-        UPSCALER_X2_FILE_NAME,
-    )
     from ltx2_mgpu.workers.embedded.tiny_ltx25 import make_tiny_ltx25_paths
 
-    released_23, released_25, checkpoint_23, lora_23 = _released_names()
+    released_25 = released_names()[1]
     done = models / "WEIGHTS.json"
     if done.exists():
         return models
-    tiny23 = models / "tiny23"
     env = {**os.environ, "COMFYUI_PATH": str(comfyui_root)}
-    for family, folder in (("2.3", tiny23), ("2.5", models)):
-        command = [sys.executable, "-m", "ltx2_mgpu.cli", "make-tiny", "--family", family, str(folder)]
+    for family in ("2.3", "2.5"):  # make-tiny writes the released names into ComfyUI's folders
+        command = [sys.executable, "-m", "ltx2_mgpu.cli", "make-tiny", "--family", family, str(models)]
         made = subprocess.run(command, capture_output=True, text=True, env=env, timeout=900)
         if made.returncode != 0:
             raise RuntimeError(f"`{' '.join(command)}` failed:\n{made.stderr[-3000:]}")
     tiny25 = make_tiny_ltx25_paths(models)
+    # The 2.5 templates' names that make-tiny's files do not carry (the int8 transformer, the prompt
+    # enhancer's Gemma): links to the files that stand in for them.
     links = {
-        "checkpoints": {checkpoint_23: tiny23 / CHECKPOINT_FILE_NAME},
-        "latent_upscale_models": {
-            released_23["latent_upscale_models"]: tiny23 / UPSCALER_X2_FILE_NAME,
-            released_25["latent_upscale_models"]: tiny25.spatial_upscaler,
-        },
+        "latent_upscale_models": {released_25["latent_upscale_models"]: tiny25.spatial_upscaler},
         "text_encoders": {
-            released_23["text_encoders"]: tiny23 / COMFYUI_FILE_NAME,
             released_25["text_encoders"]: tiny25.text_encoder,
             released_25["prompt_enhancer"]: tiny25.text_encoder,
         },
-        "loras": {lora_23: tiny23 / LORA_FILE_NAME, released_23["text_loras"]: tiny23 / TEXT_LORA_FILE_NAME},
         "diffusion_models": {released_25["diffusion_models"]: tiny25.transformer_int8},
         "vae": {released_25["video_vae"]: tiny25.video_vae, released_25["audio_vae"]: tiny25.audio_vae},
     }
@@ -68,7 +56,7 @@ def stage_tiny_models(models: Path, comfyui_root: Path) -> Path:
         (models / folder).mkdir(parents=True, exist_ok=True)
         for name, source in names.items():
             link = models / folder / name
-            if not link.exists():
+            if not link.exists() and link.resolve() != source.resolve():
                 link.symlink_to(source.resolve())
     done.write_text(json.dumps({"kind": "tiny", "source": "ltx2-mgpu make-tiny --family 2.3 / 2.5, seed 0"}))
     return models
@@ -164,7 +152,7 @@ def write_real_ltx23_models(models: Path, device, num_layers: int | None = None,
     from ltx2_mgpu.workers.embedded.tiny_variants import make_tiny_lora
     from ltx2_mgpu.workers.text.gemma3 import GemmaConfig, default_sliding_layers
 
-    released_23, _, checkpoint_23, lora_23 = _released_names()
+    released_23, _, checkpoint_23, lora_23 = released_names()
     folders = {f: models / f for f in ("checkpoints", "text_encoders", "loras", "latent_upscale_models")}
     for folder in folders.values():
         folder.mkdir(parents=True, exist_ok=True)
@@ -309,7 +297,7 @@ def write_real_ltx25_models(
     from ltx2_mgpu.workers.embedded.tiny_gemma4 import make_gemma4_12b
     from ltx2_mgpu.workers.embedded.tiny_ltx25_vae import tiny_audio_vae_25, tiny_video_vae_25
 
-    _, released_25, _, _ = _released_names()
+    _, released_25, _, _ = released_names()
     config = real_ltx25_config(num_layers)
     transformer = config["transformer"]
     paths = {
