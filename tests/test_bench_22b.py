@@ -186,7 +186,7 @@ def test_real_size_ltx25_files_are_what_comfyuis_loaders_load(comfy, tmp_path):
 
     e2e = _load_bench_module("e2e_models")
     models = e2e.write_real_ltx25_models(tmp_path, torch.device("cpu"), num_layers=1, text_encoder=False)
-    released = e2e._released_names()[1]
+    released = e2e.released_names()[1]
     patcher = comfy.sd.load_diffusion_model(str(models / "diffusion_models" / released["diffusion_models"]))
     net = patcher.model.diffusion_model
     assert type(net).__name__ == "LTXAVModel" and len(net.transformer_blocks) == 1

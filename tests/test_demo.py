@@ -40,6 +40,8 @@ IMPORT_PROBE = """
 import builtins, os, sys
 
 ROOT = os.path.realpath(os.environ["DEMO_PACK_ROOT"]) + os.sep
+# Installed packages are not ours, even in a virtual environment made inside the checkout (CI's .venv).
+INSTALLED = tuple({os.path.realpath(p) + os.sep for p in (sys.prefix, sys.base_prefix)})
 OUT = os.path.join(os.environ["DEMO_IMPORTS_DIR"], f"{os.getpid()}.txt")
 _seen = set()
 _import = builtins.__import__
@@ -52,7 +54,8 @@ def _recording_import(name, globals=None, locals=None, fromlist=(), level=0):
         if key not in _seen:
             _seen.add(key)
             # (not "<frozen importlib._bootstrap>", which realpath would put in the current directory)
-            if os.path.isabs(importer) and os.path.realpath(importer).startswith(ROOT):
+            where = os.path.realpath(importer) if os.path.isabs(importer) else ""
+            if where.startswith(ROOT) and not where.startswith(INSTALLED):
                 with open(OUT, "a") as f:
                     f.write(f"{key[0]} {importer}\\n")
     return _import(name, globals, locals, fromlist, level)

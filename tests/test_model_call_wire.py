@@ -18,6 +18,7 @@ from ltx2_mgpu.workers.group.client import _slots_to_wire
 from ltx2_mgpu.workers.group.manager import MGPUModel
 from ltx2_mgpu.workers.wire import model_call as wire
 from ltx2_mgpu.workers.wire import protocol, shm
+from ltx2_mgpu.workers.wire.backend import BACKEND_COMFY
 from ltx2_mgpu.workers.wire.errors import JobInputError
 from ltx2_mgpu.workers.wire.requests import ComfyModelCall
 
@@ -123,7 +124,7 @@ class FakeRanks:
 
 def test_the_context_travels_once_and_a_restarted_group_gets_it_again():
     ranks = FakeRanks()
-    call = GroupModelCall(MGPUModel(checkpoint="unused"), run=ranks)
+    call = GroupModelCall(MGPUModel(checkpoint="unused", backend=BACKEND_COMFY), run=ranks)
     context = torch.randn(2, 1024, 32)  # 256 KiB: over the inline limit
     x = [torch.randn(2, 128, 3, 2, 3), torch.randn(2, 8, 18, 16)]
     first = call.forward(x, torch.tensor([0.9, 0.9]), context, {}, {})
@@ -145,7 +146,7 @@ def test_the_context_travels_once_and_a_restarted_group_gets_it_again():
 
 def test_stream_segments_are_kept_while_the_shapes_match_and_freed_on_change_and_group_stop():
     ranks = FakeRanks()
-    call = GroupModelCall(MGPUModel(checkpoint="unused"), run=ranks)
+    call = GroupModelCall(MGPUModel(checkpoint="unused", backend=BACKEND_COMFY), run=ranks)
     x = [torch.randn(2, 128, 3, 2, 3), torch.randn(2, 8, 18, 16)]
 
     def segments_of(wired: dict) -> list[str]:
@@ -172,7 +173,7 @@ def test_stream_segments_are_kept_while_the_shapes_match_and_freed_on_change_and
 
 def test_the_cache_is_bounded_and_the_ranks_are_told_what_to_forget():
     ranks = FakeRanks()
-    call = GroupModelCall(MGPUModel(checkpoint="unused"), run=ranks)
+    call = GroupModelCall(MGPUModel(checkpoint="unused", backend=BACKEND_COMFY), run=ranks)
     x = torch.randn(1, 128, 3, 2, 3)
     for i in range(CACHE_ENTRIES + 3):
         call.forward(x, torch.tensor([0.5]), torch.full((1, 1024, 32), float(i)), {}, {})

@@ -71,7 +71,9 @@ class EngineCapabilities:
 
 
 _COMMON = ("load_model", "unload_model", "set_compiled", "sample", "tdp_upscale", "vae_decode", "vae_encode",
-           "encode_text", "set_loras", "lora_state")  # fmt: skip
+           "encode_text", "set_loras", "lora_state",
+           # the diagnostics commands (workers/rank/ops_diagnostics.py) touch no model: every engine runs them
+           "ping", "fault", "fill_pattern", "sum_input", "steps", "units")  # fmt: skip
 
 COMFY = EngineCapabilities(
     engine=BACKEND_COMFY,
