@@ -45,11 +45,10 @@ TABLE: dict[str, dict[str, str]] = {}  # component -> row -> "1 worker / 2 worke
 
 
 @pytest.fixture(scope="module")
-def native(tmp_path_factory, tiny, tiny25) -> Iterator[SimpleNamespace]:
+def native(tmp_path_factory, tiny, tiny23, tiny25) -> Iterator[SimpleNamespace]:
     """ComfyUI in this process (its loaders and nodes run in inference mode, as its executor runs them),
     every release's files (make-tiny's) and their variants, in folders ComfyUI and our loader read."""
     from ltx2_mgpu.workers.embedded import tiny_gemma4
-    from ltx2_mgpu.workers.embedded.released import write_released
 
     out = tmp_path_factory.mktemp("variants")
     with comfyui_in_process(comfyui_root()), torch.inference_mode():
@@ -65,7 +64,7 @@ def native(tmp_path_factory, tiny, tiny25) -> Iterator[SimpleNamespace]:
 
         import nodes
 
-        released23 = write_released(out / "released", "2.3")
+        released23 = tiny23.released  # make-tiny's 2.3 files under the released names (read only)
         ckpt23 = released23["checkpoints/ltx-2.3-22b-dev-fp8.safetensors"]
         gemma3 = released23["text_encoders/gemma_3_12B_it_fp4_mixed.safetensors"]
         tokenizer = fv.read(tiny25.text_encoder)[0]["tokenizer_json"]
