@@ -13,7 +13,7 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from conftest import worker_children
+from conftest import needs_comfyui, worker_children
 from ltx2_mgpu.nodes import jobs
 from ltx2_mgpu.nodes.loader import load_model
 
@@ -176,6 +176,7 @@ def test_a_vae_stating_another_release(tmp_path, no_jobs):
 def test_a_layout_that_only_hints_at_another_release_warns_and_loads(tmp_path, no_jobs, caplog):
     """Issue 39: LTX-2.5's audio VAE with the bandwidth-extension vocoder (48 kHz) and model_version 2.5.0
     loads without a word; the same vocoder without a model_version loads with a console warning."""
+    needs_comfyui("an LTX-2.5 transformer loads on ComfyUI's engine only")
     ckpt = transformer(tmp_path / "t25.safetensors")
     video = diffusion_vae(tmp_path / "v.safetensors")
     stated = audio_vae(tmp_path / "a25-bwe.safetensors", bwe=True, metadata={"model_version": "2.5.0"})
