@@ -409,7 +409,7 @@ def main(argv: list[str] | None = None) -> dict:
     report: dict = {
         "machine": platform.node(),
         "device": str(device),
-        "comfyui": {"path": root.path, "version": root.version},
+        "comfyui": {"version": root.version},  # its path is the machine's
         "comfy_kitchen_installed": importlib.util.find_spec("comfy_kitchen") is not None,
         "family": args.family,
         "config": "tiny"

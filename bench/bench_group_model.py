@@ -125,7 +125,7 @@ def main(argv: list[str] | None = None) -> dict:
         "machine": platform.node(),
         "device": str(device),
         "devices": list(devices),
-        "comfyui": {"path": root.path, "version": root.version},
+        "comfyui": {"version": root.version},  # its path is the machine's
         "config": "tiny" if args.tiny else "ltx-2-19b",
         "repeats": args.repeats,
     }

@@ -10,12 +10,19 @@ from pathlib import Path
 import torch
 
 
+def shareable(arg: str) -> str:
+    """A command-line argument as a result file may show it: an absolute path by its name only (results
+    are committed; a path of the machine that ran them means nothing to a reader)."""
+    return Path(arg).name if Path(arg).is_absolute() else arg
+
+
 def finish(report: dict, out: Path | None, argv: list[str] | None) -> dict:
-    """`report` + "command" (as typed, `argv` or the process's own) + "torch", printed as JSON and
-    written to `out` when given."""
+    """`report` + "command" (as typed, `argv` or the process's own, absolute paths by name) + "torch",
+    printed as JSON and written to `out` when given."""
+    args = argv if argv is not None else sys.argv[1:]
     report = {
         **report,
-        "command": " ".join([Path(sys.argv[0]).name, *(argv if argv is not None else sys.argv[1:])]),
+        "command": " ".join([Path(sys.argv[0]).name, *map(shareable, args)]),
         "torch": torch.__version__,
     }
     text = json.dumps(report, indent=2)

@@ -168,7 +168,7 @@ def main(argv: list[str] | None = None) -> dict:
         "machine": platform.node(),
         "devices": devices,
         "workers_share_a_gpu": len(set(ranks)) < len(ranks),
-        "comfyui": {"path": root.path, "version": root.version},
+        "comfyui": {"version": root.version},  # its path is the machine's
         "config": "tiny" if args.tiny else "ltx-2.3-22b",
         "weight_format": args.weights,
         "repeats": args.repeats,
