@@ -15,6 +15,7 @@ from ltx2_mgpu.nodes.sp_sampler import sample_latent
 from ltx2_mgpu.workers.group.manager import MGPUModel, get_manager
 from ltx2_mgpu.workers.rank import ops
 from ltx2_mgpu.workers.wire import protocol, shm
+from ltx2_mgpu.workers.wire.capabilities import COMFY, DIAGNOSTICS, LTXCORE
 from ltx2_mgpu.workers.wire.requests import (
     REQUESTS,
     LoadModel,
@@ -125,6 +126,16 @@ def test_a_rank_refuses_unknown_fields_and_bad_values_as_input_errors():
 def test_every_typed_request_has_a_handler_on_the_ranks():
     ops.load_all()
     assert set(REQUESTS) <= set(ops.OPS)
+
+
+def test_every_command_of_the_ranks_is_served_by_an_engine_and_the_diagnostics_by_every_one():
+    """A command no engine's row lists is refused before it reaches the ranks (a ComfyUI-engine group
+    once refused `ping`)."""
+    ops.load_all()
+    assert set(ops.OPS) <= set(COMFY.commands) | set(LTXCORE.commands)
+    diagnostics = {name for name, fn in ops.OPS.items() if fn.__module__.endswith(".ops_diagnostics")}
+    assert diagnostics == set(DIAGNOSTICS)
+    assert all(engine.serves(name) for engine in (COMFY, LTXCORE) for name in diagnostics)
 
 
 def test_the_node_refuses_bad_input_without_starting_workers(monkeypatch, tmp_path, fake_comfy):

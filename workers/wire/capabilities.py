@@ -70,10 +70,10 @@ class EngineCapabilities:
         return command in self.commands
 
 
+# The commands of workers/rank/ops_diagnostics.py: they touch no model, so every engine runs them.
+DIAGNOSTICS = ("ping", "fault", "fill_pattern", "sum_input", "steps", "units")
 _COMMON = ("load_model", "unload_model", "set_compiled", "sample", "tdp_upscale", "vae_decode", "vae_encode",
-           "encode_text", "set_loras", "lora_state",
-           # the diagnostics commands (workers/rank/ops_diagnostics.py) touch no model: every engine runs them
-           "ping", "fault", "fill_pattern", "sum_input", "steps", "units")  # fmt: skip
+           "encode_text", "set_loras", "lora_state", *DIAGNOSTICS)  # fmt: skip
 
 COMFY = EngineCapabilities(
     engine=BACKEND_COMFY,

@@ -58,8 +58,9 @@ def check_transformer_header(header: SafetensorsHeader) -> None:
         said = "its metadata config says" if heads in section or size in section else "ComfyUI's defaults are"
         raise ValueError(
             f"{name}: ComfyUI 0.33 builds its {stream} attention {settings[heads]} heads x {settings[size]} = "
-            f"{built} wide ({said} so), but the file's {stream} layers are {shape[0]} wide ({prefix}{key} is {list(shape)}), so ComfyUI's own "
-            f"loader refuses it too (size mismatch); {_REDOWNLOAD}"
+            f"{built} wide ({said} so), but the file's {stream} layers are {shape[0]} wide "
+            f"({prefix}{key} is {list(shape)}), so ComfyUI's own loader refuses it too (size mismatch); "
+            f"{_REDOWNLOAD}"
         )
 
 
