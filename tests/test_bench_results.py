@@ -45,7 +45,7 @@ def test_a_committed_result_names_no_path_of_the_machine_that_ran_it(path):
     assert absolute == [], f"{path.name}: {absolute}"
 
 
-def test_the_recorded_command_names_paths_by_name(tmp_path, capsys):
+def test_the_recorded_command_names_paths_by_name(tmp_path):
     out = tmp_path / "result.json"
     report = _bench_report().finish(
         {"x": 1}, out, ["--comfyui", "/opt/ComfyUI", "--out", str(out), "--n", "2"]
