@@ -297,6 +297,17 @@ def fake_comfy(monkeypatch):
     return state, InterruptProcessingException
 
 
+def _rank_then_exit(rank: int, fn, *args: object) -> None:
+    """Run fn(rank, *args), then end the process as the pack's workers do (workers/rank/entry.py):
+    os._exit once the output is flushed, skipping interpreter teardown, where gloo's destructors can
+    abort a finished rank ("terminate called without an active exception", seen once in a CI run on
+    the loaded 2-core machine). A raised error still reaches torch.multiprocessing's error file."""
+    fn(rank, *args)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
 def run_ranks(fn, world_size: int, tmp_path: Path, *args: object, timeout_s: float) -> None:
     """Run fn(rank, world_size, init_file, *args) in `world_size` spawned processes (torch.multiprocessing);
     re-raise a failure, and kill them and fail when they take longer than `timeout_s`."""
@@ -304,7 +315,11 @@ def run_ranks(fn, world_size: int, tmp_path: Path, *args: object, timeout_s: flo
 
     init_file = tmp_path / f"rdzv-{fn.__name__}-{world_size}"
     ctx = mp.start_processes(
-        fn, args=(world_size, str(init_file), *args), nprocs=world_size, join=False, start_method="spawn"
+        _rank_then_exit,
+        args=(fn, world_size, str(init_file), *args),
+        nprocs=world_size,
+        join=False,
+        start_method="spawn",
     )
     for _ in range(int(timeout_s)):
         if ctx.join(timeout=1.0):
