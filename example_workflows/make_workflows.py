@@ -19,8 +19,10 @@ from workflow_graph import (
     DISTILLED_LORA,
     DISTILLED_LORA_23,
     GEMMA,
+    TEMPORAL_UPSCALER_23,
     UPSCALER,
     UPSCALER_23,
+    UPSCALER_X15_23,
     Graph,
     Node,
 )
@@ -266,37 +268,43 @@ def upscale_video() -> Graph:
         mgpu_model=(model, 0),
         pixels=(parts, 0),
     )
-    stage2 = g.add(
-        "LTX2TDPUpscaler",
-        TDP_STAGE2,
-        (1600, 0),
-        mgpu_model=(model, 0),
-        positive=(cond, 0),
-        negative=(cond, 1),
-        latent=(encoded, 0),
+    upscale_decode_save(
+        g, model, cond, (encoded, 0), parts, (parts, 2), TDP_STAGE2, 1600, "video/LTX-2-MultiGPU-upscaled"
     )
+    return g
+
+
+def upscale_decode_save(
+    g: Graph, model: Node, cond: Node, latent: tuple, parts: Node, fps: tuple, tdp: dict, x: int, prefix: str,
+    **tdp_links: tuple,
+) -> None:
+    """The upscale-a-video graphs' tail from x: TDP Upscaler -> Distributed VAE Decode -> CreateVideo with
+    the source's audio (GetVideoComponents `parts`) at the frame rate `fps` -> SaveVideo."""
+    upscaled = g.add(
+        "LTX2TDPUpscaler", tdp, (x, 0), mgpu_model=(model, 0), positive=(cond, 0), negative=(cond, 1),
+        latent=latent, **tdp_links,
+    )  # fmt: skip
     decode = g.add(
         "LTX2DistributedVAEDecode",
         {"tile_size": 0, "overlap": 64, "temporal_size": 0, "temporal_overlap": 24},
-        (2000, -150),
+        (x + 400, -150),
         mgpu_model=(model, 0),
-        latent=(stage2, 0),
+        latent=(upscaled, 0),
     )
     video = g.add(
         "CreateVideo",
         {"fps": 24.0, "bit_depth": 8},
-        (2400, 300),
+        (x + 800, 300),
         images=(decode, 0),
         audio=(parts, 1),
-        fps=(parts, 2),
+        fps=fps,
     )
     g.add(
         "SaveVideo",
-        {"filename_prefix": "video/LTX-2-MultiGPU-upscaled", "format": "mp4", "codec": "auto"},
-        (2800, 300),
+        {"filename_prefix": prefix, "format": "mp4", "codec": "auto"},
+        (x + 1200, 300),
         video=(video, 0),
     )
-    return g
 
 
 def text_to_video_23() -> Graph:
@@ -352,12 +360,119 @@ def text_to_video_23() -> Graph:
     return g
 
 
+# LTX-2.5's files, as its official templates name them (twins_ltx25.py).
+TRANSFORMER_25 = "ltx-2.5-22b-distilled-transformer-comfy-int8-convrot.safetensors"
+VIDEO_VAE_25 = "ltx-2.5-video-vae-bf16.safetensors"
+AUDIO_VAE_25 = "ltx-2.5-audio-vae-bf16.safetensors"
+GEMMA4_25 = "gemma4-12b-with-proj-ltx-2.5-comfy-int8-convrot.safetensors"
+UPSCALER_25 = "ltx-2.5-latent-spatial-upscaler-x2-bf16-1.0.safetensors"
+UPSCALE_PROMPT = "A red fox trots through fresh snow in a birch forest at dawn, sharp detail, natural motion."
+
+
+def upscale_video_22b(
+    name: str, description: str, model_values: dict, text_encoder: str, upscaler: str, sampler: str, fps: str
+) -> Graph:
+    """LoadVideo -> Distributed VAE Encode -> TDP Upscaler (the templates' stage-2 schedule on a ManualSigmas
+    the artist can lower) -> Distributed VAE Decode -> SaveVideo with the source's audio; `fps` is the
+    expression that gives the result's frame rate from the source's ("a", or "a * 2" for twice the frames)."""
+    g = Graph(name, description)
+    model = loader(g)
+    model.values.update(model_values)
+    source = g.add("LoadVideo", {"file": "input.mp4"}, (0, 700))
+    parts = g.add("GetVideoComponents", {}, (400, 700), video=(source, 0))
+    rate = g.add(
+        "ComfyMathExpression",
+        {"expression": fps},
+        (800, 820),
+        "Frame rate of the result",
+        **{"values.a": (parts, 2)},
+    )
+    texts = [
+        g.add(
+            "LTX2MGPUTextEncode",
+            {"text_encoder": text_encoder, "text": text, "placement": "auto", "lora_name": "None", "lora_strength": 1.0},
+            (400, 100 + 260 * i),
+            title,
+            mgpu_model=(model, 0),
+        )
+        for i, (text, title) in enumerate(((UPSCALE_PROMPT, "What the video shows"), (NEGATIVE, "Negative prompt")))
+    ]
+    cond = g.add(
+        "LTXVConditioning", {"frame_rate": 24.0}, (800, 200), positive=(texts[0], 0), negative=(texts[1], 0),
+        frame_rate=(rate, 0),
+    )  # fmt: skip
+    encoded = g.add(
+        "LTX2DistributedVAEEncode", {"temporal_size": 0}, (800, 520), mgpu_model=(model, 0), pixels=(parts, 0)
+    )
+    sigmas = g.add(
+        "ManualSigmas", {"sigmas": STAGE2_SIGMAS_23}, (800, 1000), "Stage-2 schedule (a lower first sigma keeps more)"
+    )
+    upscale_decode_save(
+        g, model, cond, (encoded, 0), parts, (rate, 0),
+        {**TDP_STAGE2, "upscale_model": upscaler, "sampler_name": sampler, "cfg": 1.0}, 1200, f"video/{name}",
+        sigmas=(sigmas, 0),
+    )  # fmt: skip
+    return g
+
+
+_UPSCALE_23 = {"ckpt_name": CHECKPOINT_23, "lora_name": DISTILLED_LORA_23, "lora_strength": 0.5}
+
+
+def upscale_video_23() -> Graph:
+    return upscale_video_22b(
+        "ltx2_3_mgpu_upscale_video",
+        "Upscale a video you already have with LTX-2.3 on all GPUs, keeping its audio and frame rate: Distributed VAE "
+        f"Encode, TDP Upscaler with the x2 1.1 upscaler (or the x1.5 one: {UPSCALER_X15_23}), the distilled LoRA at "
+        "0.5, Distributed VAE Decode. Lower the schedule's first sigma to keep more of the source; change tiles, "
+        "overlap, seed or preview and queue again: nothing reloads. For twice the frames use "
+        "ltx2_3_mgpu_upscale_video_temporal.",
+        _UPSCALE_23,
+        GEMMA,
+        UPSCALER_23,
+        "euler",
+        "a",
+    )
+
+
+def upscale_video_23_temporal() -> Graph:
+    return upscale_video_22b(
+        "ltx2_3_mgpu_upscale_video_temporal",
+        "Twice the frames of a video you already have with LTX-2.3's temporal x2 upscaler on all GPUs (2N - 1 "
+        "frames at twice the frame rate, same length in seconds, its audio kept): Distributed VAE Encode, TDP "
+        "Upscaler, Distributed VAE Decode. The frame-rate node doubles the source's rate for the conditioning and "
+        "the saved video.",
+        _UPSCALE_23,
+        GEMMA,
+        TEMPORAL_UPSCALER_23,
+        "euler",
+        "a * 2",
+    )
+
+
+def upscale_video_25() -> Graph:
+    return upscale_video_22b(
+        "ltx2_5_mgpu_upscale_video",
+        "Upscale a video you already have 2x with LTX-2.5 on all GPUs, keeping its audio and frame rate: the "
+        "distilled transformer with its two VAE files, MGPU Text Encode with Gemma 4, Distributed VAE Encode, TDP "
+        "Upscaler with the x2 latent upscaler, Distributed VAE Decode. Lower the schedule's first sigma to keep more "
+        "of the source; change tiles, overlap, seed or preview and queue again: nothing reloads.",
+        {"ckpt_name": TRANSFORMER_25, "video_vae_name": VIDEO_VAE_25, "audio_vae_name": AUDIO_VAE_25},
+        GEMMA4_25,
+        UPSCALER_25,
+        "euler_ancestral",
+        "a",
+    )
+
+
 WORKFLOWS = (
     text_to_video,
     image_to_video,
     upscale_latent,
     upscale_video,
     text_to_video_23,
+    upscale_video_23,
+    upscale_video_23_temporal,
+    upscale_video_25,
     *TWINS_23,
     *TWINS_25,
 )

@@ -28,6 +28,13 @@ MODELS = {
 CHECKPOINT_23 = "ltx-2.3-22b-dev-fp8.safetensors"
 UPSCALER_23 = "ltx-2.3-spatial-upscaler-x2-1.1.safetensors"
 DISTILLED_LORA_23 = "ltx_2.3_22b_distilled_1.1_lora_dynamic_fro09_avg_rank_111_bf16.safetensors"
+# LTX-2.3's other latent upscalers: x1.5 in space, x2 in time (twice the frames).
+UPSCALER_X15_23 = "ltx-2.3-spatial-upscaler-x1.5-1.0.safetensors"
+TEMPORAL_UPSCALER_23 = "ltx-2.3-temporal-upscaler-x2-1.0.safetensors"
+MODELS |= {
+    name: {"url": "https://huggingface.co/Lightricks/LTX-2.3/resolve/main/" + name, "directory": "latent_upscale_models"}
+    for name in (UPSCALER_X15_23, TEMPORAL_UPSCALER_23)
+}
 MODELS |= {
     CHECKPOINT_23: {
         "url": "https://huggingface.co/Lightricks/LTX-2.3-fp8/resolve/main/" + CHECKPOINT_23,

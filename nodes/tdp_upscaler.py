@@ -4,19 +4,23 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import time
+from pathlib import Path
 
 import torch
 
+from ..workers.group import console
 from ..workers.group.client import output_slot
 from ..workers.group.manager import MGPUModel
 from ..workers.strategies.tdp_preview import preview_region
 from ..workers.strategies.tiled import AUTO, TileGrid, make_grid, resolve_counts, upscaled_latent_shape
 from ..workers.wire.capabilities import capabilities, check_tdp_preview
 from ..workers.wire.checks import check_splittable
-from ..workers.wire.model_files import read_checkpoint_config
+from ..workers.wire.model_files import config_from_header, read_safetensors_header
 from ..workers.wire.requests import DEFAULT_PREVIEW_FRAMES, TdpUpscale
 from ..workers.wire.requests import PREVIEW_OFF as OFF
 from ..workers.wire.requests import check_preview_mode as check_mode
+from ..workers.wire.upscaler_files import check_upscaler_input, describe_upscaler, release_mismatch
 from . import comfy
 from .convert import conditioning_args, split_latent
 from .jobs import run_job
@@ -73,7 +77,10 @@ def tdp_upscale(
     parts = split_latent(latent)
     tiles_h, tiles_w = parse_tiles(tiles)
     upscaler = comfy.full_path(UPSCALER_FOLDERS, upscale_model)
-    out_shape = upscaled_latent_shape(tuple(parts.video.shape), read_checkpoint_config(upscaler))
+    header = read_safetensors_header(upscaler)
+    upscaler_config = config_from_header(header)
+    out_shape = upscaled_latent_shape(tuple(parts.video.shape), upscaler_config)
+    check_upscaler_input(upscale_model, upscaler_config, int(parts.video.shape[2]))
     check_mode(preview)
     check_tdp_preview(capabilities(mgpu_model.backend), preview, OFF)
     if preview != OFF:  # the preview's output is the size of its region
@@ -107,7 +114,12 @@ def tdp_upscale(
     # The slot only once the request passed its checks: a refused input leaves nothing in /dev/shm.
     out_video = output_slot(out_shape, torch.float32)
     request = dataclasses.replace(request, out_video=out_video)
+    mismatch = release_mismatch(upscale_model, header.metadata, mgpu_model.family)
+    if mismatch is not None:
+        console.warning(mismatch)
+    start = time.monotonic()
     results = run_job(mgpu_model, request, node_id=node_id, total=max(1, schedule.numel() - 1))
+    console.info(run_line(upscale_model, describe_upscaler(upscaler_config), results, time.monotonic() - start))
     out = {k: v for k, v in latent.items() if k != "noise_mask"}  # the mask was for stage-1 cells
     audio = parts.audio
     if audio is not None and results[0]["audio_frames"] != audio.shape[2]:
@@ -120,3 +132,20 @@ def node_grid(shape: tuple[int, ...], tiles_h: int, tiles_w: int, overlap: int, 
     """The grid the workers will use (the preview's output size depends on it); ValueError as theirs."""
     extent = (shape[3], shape[4])
     return make_grid(extent, resolve_counts(tiles_h, tiles_w, extent, overlap), overlap)
+
+
+def run_line(upscale_model: str, kind: str, results: list[dict], seconds: float) -> str:
+    """The console's line for one run: what ran where, and what the warm loop reused."""
+    first = results[0]
+    rows, cols = first["tiles"]
+    what = "the centre tile" if first.get("preview_tile") is not None else f"{rows}x{cols} tiles"
+    line = (
+        f"TDP Upscaler: {Path(upscale_model).stem} ({kind}), {what} on {_count(len(results), 'worker')}, "
+        f"{_count(first['steps'], 'step')} in {console.seconds(seconds)}"
+    )
+    reused = [name.replace("_", " ") for name, flag in first.get("reused", {}).items() if flag]
+    return line + (f"; reused the {' and the '.join(reused)}" if reused else "")
+
+
+def _count(n: int, word: str) -> str:
+    return f"{n} {word}" + ("" if n == 1 else "s")

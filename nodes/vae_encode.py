@@ -56,6 +56,12 @@ def crop_like_native(pixels: torch.Tensor) -> torch.Tensor:
             frames,
         )
     h, w = height // PIXELS_PER_CELL * PIXELS_PER_CELL, width // PIXELS_PER_CELL * PIXELS_PER_CELL
+    if (h, w) != (height, width):
+        log.warning(
+            "Distributed VAE Encode: LTX-2 encodes sides in multiples of %d px; centre-cropping %d x %d px to "
+            "%d x %d, as VAEEncode does",
+            PIXELS_PER_CELL, width, height, w, h,
+        )  # fmt: skip
     top, left = (height - h) // 2, (width - w) // 2
     return pixels[:kept, top : top + h, left : left + w, :RGB]
 

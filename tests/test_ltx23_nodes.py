@@ -32,6 +32,10 @@ SEED = 42
 # The template's stage-2 distilled sigmas (three steps).
 SIGMAS = "0.909375, 0.725, 0.421875, 0.0"
 RANKS = (1, 2)
+# tests/test_tdp_seams.py's bounds: the borders change like the rest of the frame (measured 1.003), and the
+# tiles' departure from the one-tile run does not step at them (0.889).
+SEAM_BOUND = 1.10
+ERROR_SEAM_BOUND = 1.25
 
 
 def relative(ours: torch.Tensor, native: torch.Tensor) -> tuple[float, float]:
@@ -217,6 +221,37 @@ def assert_tdp_one_tile_matches_native(c, group, path, upscaler, label: str, see
     assert found[1] <= RELATIVE_TOLERANCE, found
     assert torch.equal(ours[1], audio)
     return ours[0].shape
+
+
+def test_tdp_upscaler_2x2_tiles_leave_no_seam(comfy23, group23):  # noqa: F811
+    """2x2 tiles with the node's default overlap on the tiny LTX-2.3 (x2 1.1, stage 1 of 8 x 8 cells ->
+    16 x 16): the seam ratio at the tiles' borders (NOTE [seam ratio] in workers/strategies/tile_seams.py)
+    within tests/test_tdp_seams.py's bound, next to the one-tile run measured at the same edges."""
+    import folder_paths
+
+    from ltx2_mgpu.nodes.tdp_upscaler import DEFAULT_OVERLAP_CELLS, tdp_upscale
+    from ltx2_mgpu.workers.strategies import tiled
+    from ltx2_mgpu.workers.strategies.tile_seams import seam_report
+
+    c = comfy23
+    path = c.files.spatial_upscaler_x2
+    folder_paths.add_model_folder_path("latent_upscale_models", str(path.parent))
+    positive, negative, _, sigmas = av_inputs(c)
+    generator = torch.Generator().manual_seed(11)
+    stage1 = {"samples": torch.randn(1, 128, 2, 8, 8, generator=generator)}
+    runs = {}
+    for tiles, overlap in (("2x2", DEFAULT_OVERLAP_CELLS), ("1x1", 0)):
+        (out,) = tdp_upscale(
+            group23, positive, negative, stage1, path.name, "euler_ancestral", 1.0, SEED, tiles, overlap, sigmas=sigmas
+        )  # fmt: skip
+        runs[tiles] = out["samples"]
+    grid = tiled.make_grid((16, 16), (2, 2), DEFAULT_OVERLAP_CELLS)
+    ratio = seam_report(runs["2x2"], grid).ratio
+    untiled = seam_report(runs["1x1"], grid).ratio
+    error = seam_report(runs["2x2"] - runs["1x1"], grid).ratio
+    print(f"\n[LTX-2.3] 2x2 tiles, overlap {DEFAULT_OVERLAP_CELLS}: seam ratio {ratio:.3f} (one tile at the same "
+          f"edges {untiled:.3f}; on the tiling error {error:.3f})")  # fmt: skip
+    assert ratio <= SEAM_BOUND and error <= ERROR_SEAM_BOUND
 
 
 def test_vae_decode_exact_and_audio_decode_match_native(comfy23, group23):  # noqa: F811

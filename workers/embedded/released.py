@@ -28,6 +28,7 @@ RELEASED_LTX23 = {
     ("checkpoints", "ltx-2.3-22b-distilled-fp8.safetensors"): "checkpoint",
     ("latent_upscale_models", "ltx-2.3-spatial-upscaler-x2-1.1.safetensors"): "spatial_upscaler_x2",
     ("latent_upscale_models", "ltx-2.3-spatial-upscaler-x1.5-1.0.safetensors"): "spatial_upscaler_x15",
+    ("latent_upscale_models", "ltx-2.3-temporal-upscaler-x2-1.0.safetensors"): "temporal_upscaler_x2",
     ("text_encoders", "gemma_3_12B_it_fp4_mixed.safetensors"): "gemma",
     ("loras", "ltx_2.3_22b_distilled_1.1_lora_dynamic_fro09_avg_rank_111_bf16.safetensors"): "lora",
     ("loras", "gemma-3-12b-it-abliterated_lora_rank64_bf16.safetensors"): "text_lora",
@@ -71,7 +72,7 @@ def _stage_ltx2(staging: Path, seed: int) -> dict[str, Path]:
 
 def _stage_ltx23(staging: Path, seed: int) -> dict[str, Path]:
     from .tiny_gemma import make_tiny_gemma
-    from .tiny_ltx23 import make_tiny_ltx23, make_tiny_ltx23_loras
+    from .tiny_ltx23 import make_tiny_ltx23, make_tiny_ltx23_loras, write_tiny_temporal_upsampler
     from .tiny_variants import make_tiny_lora
 
     files = make_tiny_ltx23(staging, seed=seed)
@@ -83,6 +84,7 @@ def _stage_ltx23(staging: Path, seed: int) -> dict[str, Path]:
         "checkpoint": files.checkpoint,
         "spatial_upscaler_x2": files.spatial_upscaler_x2,
         "spatial_upscaler_x15": files.spatial_upscaler_x15,
+        "temporal_upscaler_x2": write_tiny_temporal_upsampler(staging / "temporal-upscaler.safetensors", seed),
         "gemma": gemma,
         "lora": lora,
         "text_lora": text_lora,

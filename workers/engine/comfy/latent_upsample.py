@@ -25,6 +25,7 @@ from .model import ComfyModel
 # A key only the LTX latent upsampler has (LatentUpscaleModelLoader tells the families apart so).
 LTX_UPSAMPLER_KEY = "post_upsample_res_blocks.0.conv2.bias"
 _CACHE_PREFIX = "latent_upsampler:"  # + file path: one upsampler kept per rank at a time
+_UPSAMPLED_KEY = "upsampled_video"  # the last job's (file, stage-1 latent, upsampled latent)
 _STATISTICS_KEY = "video_statistics"
 # Where a single-file LTX checkpoint keeps the video VAE's statistics (ComfyUI's VAE loads them from here).
 STATISTICS_PREFIX = "vae.per_channel_statistics."
@@ -52,14 +53,33 @@ def load_latent_upsampler(path: Path, device: torch.device) -> torch.nn.Module:
     return upsampler.to(device).eval()
 
 
-def cached_latent_upsampler(model: ComfyModel, path: Path, device: torch.device) -> torch.nn.Module:
-    """load_latent_upsampler, kept in model.extras until another file is asked for."""
+def cached_latent_upsampler(model: ComfyModel, path: Path, device: torch.device) -> tuple[torch.nn.Module, bool]:
+    """load_latent_upsampler, kept in model.extras until another file is asked for; (upsampler, whether
+    it was already loaded)."""
     key = _CACHE_PREFIX + str(path)
-    if key not in model.extras:
+    reused = key in model.extras
+    if not reused:
         for stale in [k for k in model.extras if k.startswith(_CACHE_PREFIX)]:
             del model.extras[stale]
         model.extras[key] = load_latent_upsampler(path, device)
-    return model.extras[key]
+    return model.extras[key], reused
+
+
+def upsampled_from_before(model: ComfyModel, path: Path, video: torch.Tensor) -> torch.Tensor | None:
+    """The last job's upsampled latent when it came from the same file and the same stage-1 latent
+    (bit for bit): the artist's re-queue with other tiles, seed, sigmas or preview skips the upsampler."""
+    kept = model.extras.get(_UPSAMPLED_KEY)
+    if kept is None or kept[0] != str(path) or not _same(kept[1], video):
+        return None
+    return kept[2]
+
+
+def keep_upsampled(model: ComfyModel, path: Path, video: torch.Tensor, upsampled: torch.Tensor) -> None:
+    model.extras[_UPSAMPLED_KEY] = (str(path), video.detach().cpu().clone(), upsampled)
+
+
+def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return a.shape == b.shape and a.dtype == b.dtype and torch.equal(a, b.to(a.device))
 
 
 def video_statistics(model: ComfyModel) -> torch.nn.Module:

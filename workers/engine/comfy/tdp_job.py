@@ -22,7 +22,13 @@ from ...strategies.tdp_preview import audio_frames as preview_audio_frames
 from ...wire.model_files import describe_checkpoint
 from ...wire.requests import TdpUpscale
 from ..protocol import InputRejected, Job
-from .latent_upsample import cached_latent_upsampler, upsample_video, video_statistics
+from .latent_upsample import (
+    cached_latent_upsampler,
+    keep_upsampled,
+    upsample_video,
+    upsampled_from_before,
+    video_statistics,
+)
 from .model import ComfyModel
 from .sample_job import agree_batching, conditioning
 from .sharded_lockstep import lockstep_for
@@ -47,13 +53,17 @@ def tdp_upscale(model: ComfyModel, job: Job, request: TdpUpscale, plan: TdpPlan)
         check_conditioning(positive, "positive")
         check_conditioning(negative, "negative")
         video_statistics(model)
-        upsampler = cached_latent_upsampler(model, Path(request.upscaler), job.device)
+        upsampler, upsampler_reused = cached_latent_upsampler(model, Path(request.upscaler), job.device)
     except ValueError as exc:
         raise InputRejected(str(exc)) from exc
-    video = upsample_video(model, upsampler, request.video).to(job.device)
-    if job.world_size > 1:
-        with torch.inference_mode():
-            dist.broadcast(video, src=0)  # one source of truth: every rank steps the same latent
+    video = upsampled_from_before(model, Path(request.upscaler), request.video)
+    upsampled_reused = _on_every_rank(video is not None, job)
+    if not upsampled_reused:
+        video = upsample_video(model, upsampler, request.video).to(job.device)
+        if job.world_size > 1:
+            with torch.inference_mode():
+                dist.broadcast(video, src=0)  # one source of truth: every rank steps the same latent
+        keep_upsampled(model, Path(request.upscaler), request.video, video)
     audio = request.audio
     latent = held_audio_latent(video, None if audio is None else audio.to(job.device))
 
@@ -83,7 +93,18 @@ def tdp_upscale(model: ComfyModel, job: Job, request: TdpUpscale, plan: TdpPlan)
         "audio_frames": None if audio is None else _audio_frames_out(model, request, plan),
         # Forwards this rank ran as gathers only to keep step with ranks that had more tiles (sharded).
         "padding_forwards": 0 if lockstep is None else lockstep.padded - padded,
+        # What the warm loop skipped: loading the upscaler file, running it on the same stage-1 latent.
+        "reused": {"upscaler": upsampler_reused, "upsampled_latent": upsampled_reused},
     }
+
+
+def _on_every_rank(flag: bool, job: Job) -> bool:
+    """True when `flag` holds on every rank (ranks that disagree all upsample again, together)."""
+    if job.world_size == 1:
+        return flag
+    value = torch.tensor([int(flag)])
+    dist.all_reduce(value, op=dist.ReduceOp.MIN, group=job.control_group)
+    return bool(value.item())
 
 
 def all_reduce_sum(world_size: int):
