@@ -119,7 +119,9 @@ def tdp_upscale(
         console.warning(mismatch)
     start = time.monotonic()
     results = run_job(mgpu_model, request, node_id=node_id, total=max(1, schedule.numel() - 1))
-    console.info(run_line(upscale_model, describe_upscaler(upscaler_config), results, time.monotonic() - start))
+    console.info(
+        run_line(upscale_model, describe_upscaler(upscaler_config), results, time.monotonic() - start)
+    )
     out = {k: v for k, v in latent.items() if k != "noise_mask"}  # the mask was for stage-1 cells
     audio = parts.audio
     if audio is not None and results[0]["audio_frames"] != audio.shape[2]:

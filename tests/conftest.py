@@ -3,6 +3,7 @@ leak checks every group test ends with (nothing left in /dev/shm, no worker proc
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -216,6 +217,21 @@ def assert_no_leaks(timeout_s: float = 10.0) -> None:
         time.sleep(0.1)
     assert worker_children() == [], "worker processes were left behind"
     assert shm.list_segments(os.getpid()) == [], "shared-memory segments were left in /dev/shm"
+
+
+@contextlib.contextmanager
+def rank_threads(ranks: int) -> Iterator[None]:
+    """Run a native reference at the CPU thread count of one of `ranks` CPU workers (launcher.Placement
+    splits the cores between them). oneDNN splits a convolution's or matmul's sums per thread, so 2
+    against 1 thread moves float32 results by ~1e-6 of their largest value, and on the int8 convrot
+    file, whose layers round activations to int8, by 4e-2 (measured on 2 cores: NOTE in
+    test_comfy_ltx25_nodes.test_native_int8_convrot_is_discontinuous_at_float32_rounding)."""
+    saved = torch.get_num_threads()
+    torch.set_num_threads(parse_devices(f"cpu:{ranks}").threads_per_rank())
+    try:
+        yield
+    finally:
+        torch.set_num_threads(saved)
 
 
 @pytest.fixture

@@ -12,14 +12,13 @@ once (before, the decode switched the group to ltx-core and loaded it again).
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager
 
 import pytest
 import torch
 from comfyui_harness import comfyui_root
 from test_comfyui_native_parity import CASES, comfy, native_inputs, our_sample  # noqa: F401
 
-from conftest import assert_no_leaks
+from conftest import assert_no_leaks, rank_threads
 from ltx2_mgpu.workers.group import client
 from ltx2_mgpu.workers.group.manager import MGPUModel, get_manager
 from ltx2_mgpu.workers.wire.comfyui_root import check_comfyui_root
@@ -42,19 +41,6 @@ def comfy_model(checkpoint, world_size: int) -> MGPUModel:
         comfyui_root=root.path,
         comfyui_version=root.version,
     )
-
-
-@contextmanager
-def rank_threads(model: MGPUModel) -> Iterator[None]:
-    """Run the native reference with a CPU rank's thread count: the audio VAE's CPU convolutions sum in
-    another order on another thread count (3e-8 apart on 2 ranks of 2 cores, measured), which is not
-    what this test is about."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(model.placement.threads_per_rank())
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 @pytest.fixture
@@ -88,7 +74,7 @@ def test_decode_equals_vae_decode_and_audio_vae_decode(comfy, group_model, ops_r
     audio = torch.randn(AUDIO_LATENT, generator=generator)
     with (
         torch.inference_mode(),
-        rank_threads(group_model),
+        rank_threads(group_model.world_size),
     ):  # inference_mode: as ComfyUI's executor runs nodes
         (native_image,) = nodes.VAEDecode().decode(comfy.vae, {"samples": video})
         (native_audio,) = comfy.lt_audio.LTXVAudioVAEDecode.execute({"samples": audio}, comfy.audio_vae)

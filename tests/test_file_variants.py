@@ -29,7 +29,7 @@ import pytest
 import torch
 from comfyui_harness import comfyui_in_process, comfyui_root
 
-from conftest import assert_no_leaks
+from conftest import assert_no_leaks, rank_threads
 from ltx2_mgpu.workers.group.manager import get_manager
 
 pytestmark = pytest.mark.comfyui
@@ -280,21 +280,6 @@ def test_transformer_variants_sp_sampler_and_model_path(native, ranks, release):
 
 
 # ----- VAE variants: Distributed VAE Decode and Encode -------------------------------------------
-
-
-@contextlib.contextmanager
-def rank_threads(ranks: int) -> Iterator[None]:
-    """Native at the CPU thread count of one of `ranks` CPU workers (launcher.Placement): the audio VAE
-    decodes whole on one rank, and 2 against 1 thread alone moves LTX-2.3's bandwidth-extension vocoder
-    output by 2.0e-5 of its largest value (oneDNN's convolutions split their sums per thread)."""
-    from ltx2_mgpu.workers.group.launcher import parse_devices
-
-    saved = torch.get_num_threads()
-    torch.set_num_threads(parse_devices(f"cpu:{ranks}").threads_per_rank())
-    try:
-        yield
-    finally:
-        torch.set_num_threads(saved)
 
 
 def decode_inputs(n) -> tuple:

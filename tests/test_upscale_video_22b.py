@@ -139,10 +139,14 @@ def test_warm_loop_reuses_the_model_the_upscaler_and_the_upsampled_latent(server
     path = run(server, graph_of("ltx2_3_mgpu_upscale_video", sigmas="0.7, 0.4219, 0.0", tiles="2x2", seed=7))
     requeue_s = time.monotonic() - t0
     log = server.log_tail(10_000_000)[log_start:]
-    print(f"\nre-queue with other tiles, seed and first sigma: {requeue_s:.2f} s (2 CPU workers, tiny LTX-2.3)")
+    print(
+        f"\nre-queue with other tiles, seed and first sigma: {requeue_s:.2f} s (2 CPU workers, tiny LTX-2.3)"
+    )
     assert probe(path)["size"] == (2 * WIDTH, 2 * HEIGHT)
     assert "] loaded " not in log and "no reload" in log, log
-    line = re.search(r"TDP Upscaler: ltx-2\.3-spatial-upscaler-x2-1\.1 \(x2\), 2x2 tiles on 2 workers, 2 steps.*", log)
+    line = re.search(
+        r"TDP Upscaler: ltx-2\.3-spatial-upscaler-x2-1\.1 \(x2\), 2x2 tiles on 2 workers, 2 steps.*", log
+    )
     assert line is not None, log
     assert line.group(0).endswith("reused the upscaler and the upsampled latent"), line.group(0)
 

@@ -37,13 +37,25 @@ def test_an_upscaler_of_another_release_is_named():
 
 
 def test_run_line_says_what_ran_and_what_was_reused():
-    ranks = [{"tiles": [2, 2], "steps": 3, "preview_tile": None, "reused": {"upscaler": True, "upsampled_latent": False}}]
+    ranks = [
+        {
+            "tiles": [2, 2],
+            "steps": 3,
+            "preview_tile": None,
+            "reused": {"upscaler": True, "upsampled_latent": False},
+        }
+    ]
     line = run_line("ltx-2.3-spatial-upscaler-x2-1.1.safetensors", "x2", ranks * 2, 1.234)
     assert line == (
         "TDP Upscaler: ltx-2.3-spatial-upscaler-x2-1.1 (x2), 2x2 tiles on 2 workers, 3 steps in 1.23 s; "
         "reused the upscaler"
     )
-    first = {"tiles": [3, 3], "steps": 2, "preview_tile": 4, "reused": {"upscaler": False, "upsampled_latent": False}}
+    first = {
+        "tiles": [3, 3],
+        "steps": 2,
+        "preview_tile": 4,
+        "reused": {"upscaler": False, "upsampled_latent": False},
+    }
     assert run_line("u.safetensors", "x1.5", [first], 12.0) == (
         "TDP Upscaler: u (x1.5), the centre tile on 1 worker, 2 steps in 12.0 s"
     )

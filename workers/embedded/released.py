@@ -84,7 +84,9 @@ def _stage_ltx23(staging: Path, seed: int) -> dict[str, Path]:
         "checkpoint": files.checkpoint,
         "spatial_upscaler_x2": files.spatial_upscaler_x2,
         "spatial_upscaler_x15": files.spatial_upscaler_x15,
-        "temporal_upscaler_x2": write_tiny_temporal_upsampler(staging / "temporal-upscaler.safetensors", seed),
+        "temporal_upscaler_x2": write_tiny_temporal_upsampler(
+            staging / "temporal-upscaler.safetensors", seed
+        ),
         "gemma": gemma,
         "lora": lora,
         "text_lora": text_lora,

@@ -23,7 +23,7 @@ def is_temporal(config: Mapping[str, Any]) -> bool:
 
 
 def describe_upscaler(config: Mapping[str, Any]) -> str:
-    """"x2", "x1.5" or "temporal x2 ..." from the file's config; a temporal one says what the saved
+    """ "x2", "x1.5" or "temporal x2 ..." from the file's config; a temporal one says what the saved
     video needs (the node cannot see the frame rate downstream)."""
     spatial = bool(config.get("spatial_upsample", True))
     if not is_temporal(config):

@@ -53,7 +53,9 @@ def load_latent_upsampler(path: Path, device: torch.device) -> torch.nn.Module:
     return upsampler.to(device).eval()
 
 
-def cached_latent_upsampler(model: ComfyModel, path: Path, device: torch.device) -> tuple[torch.nn.Module, bool]:
+def cached_latent_upsampler(
+    model: ComfyModel, path: Path, device: torch.device
+) -> tuple[torch.nn.Module, bool]:
     """load_latent_upsampler, kept in model.extras until another file is asked for; (upsampler, whether
     it was already loaded)."""
     key = _CACHE_PREFIX + str(path)
