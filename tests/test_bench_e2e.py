@@ -72,3 +72,29 @@ def test_e2e_bench_at_tiny_size_times_every_stage_with_matching_latents(pytestco
             error = parity[f"{kind}_latent_max_rel_error"]
             print(f"{name} {kind} latent: max|ours-native|/max|native| = {error}")
             assert error is not None and error <= TOLERANCE, (name, kind, parity)
+
+
+def test_upscale_loop_bench_at_tiny_size_gives_native_s_latent(tmp_path):
+    """bench/bench_upscale_loop.py --tiny: every case timed on both sides (setup before the first step
+    included), and the requeued TDP Upscaler's latent equal to native's LTXVLatentUpsampler + stage 2
+    (one tile, float32): what makes its time comparison meaningful."""
+    out = tmp_path / "loop.json"
+    done = subprocess.run(
+        [sys.executable, str(BENCH.with_name("bench_upscale_loop.py")), "--tiny", "--repeats", "1", "--out", str(out)],
+        capture_output=True, text=True, timeout=600, cwd=tmp_path,
+        env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-6000:]
+    report = json.loads(out.read_text())
+    assert report["difference"] <= TOLERANCE, report["difference"]
+    cases = {"ours": ("cold", "requeue", "new_clip", "preview"), "native": ("cold", "requeue", "new_clip")}
+    for side, names in cases.items():
+        for name in names:
+            timing = report[side][name]
+            assert 0 < timing["step_s"] and 0 < timing["first_step_s"] <= timing["total_s"], (
+                side,
+                name,
+                timing,
+            )
+    assert report["upscaled_latent"] == [1, 128, 3, 8, 12]
+    assert report["command"].startswith("bench_upscale_loop.py --tiny")
