@@ -45,6 +45,7 @@ BOOT_TIMEOUT_S = 180.0
 STOP_TIMEOUT_S = 30.0
 HTTP_TIMEOUT_S = 30.0
 POLL_S = 0.25
+FREE_RETRY_S = 5.0  # unload_models asks again after this long (a missed /free, see there)
 
 
 def comfyui_root() -> Path:
@@ -334,9 +335,18 @@ class ComfyUIServer:
         """The UI's "Free model and node cache" (unload every model, forget cached node outputs): returns
         once no worker of our pack runs under the server and none of its segments is left in /dev/shm.
         Between two modules sharing a server: nothing of one is carried into the other."""
-        self.post("/free", {"unload_models": True, "free_memory": True})
-        if not wait_until(lambda: not worker_processes(self.pid), timeout_s):
-            raise ServerError(f"Unload Models left workers running\n{self.log_tail()}")
+        # ComfyUI's prompt worker can miss one /free: the request only sets a flag and wakes the queue,
+        # and a flag set after the worker read the flags of the run that just ended, but before it waits
+        # on the queue again (while it collects garbage), sits there until the queue's 1,000 s timeout
+        # (main.py prompt_worker, PromptQueue.get). Asking again wakes it, as a user clicks twice.
+        deadline = time.monotonic() + timeout_s
+        while True:
+            self.post("/free", {"unload_models": True, "free_memory": True})
+            left = deadline - time.monotonic()
+            if wait_until(lambda: not worker_processes(self.pid), min(FREE_RETRY_S, max(left, 0))):
+                break
+            if left <= FREE_RETRY_S:
+                raise ServerError(f"Unload Models left workers running\n{self.log_tail()}")
         from ltx2_mgpu.workers.wire import shm
 
         if not wait_until(lambda: not shm.list_segments(self.pid), timeout_s):
