@@ -346,3 +346,48 @@ def test_tdp_upscaler_with_a_temporal_upscaler_matches_native_stage2(comfy23, gr
     (upscaler,) = nodes_hunyuan.LatentUpscaleModelLoader.execute(path.name)
     shape = assert_tdp_one_tile_matches_native(c, group23, path, upscaler, "temporal x2", seed=6)
     assert tuple(shape[2:]) == (2 * 3 - 1, 4, 6)  # frames doubled less the first, size kept
+
+
+def write_upscaler_variant(source, path, variant: str):
+    """The x1.5 upscaler written another way than make-tiny writes it, as ComfyUI still reads it:
+    "minimal config": only the config keys that differ from LatentUpsampler.from_config's defaults
+    (the reader must fill in the same defaults), float32 weights, no other metadata; "extra keys":
+    the config's keys in reverse order with keys ComfyUI ignores, more metadata entries, bf16."""
+    import json
+
+    from safetensors import safe_open
+    from safetensors.torch import save_file
+
+    with safe_open(str(source), framework="pt") as f:
+        tensors = {key: f.get_tensor(key) for key in f.keys()}
+        config = json.loads(f.metadata()["config"])
+    defaults = {"in_channels": 4, "mid_channels": 128, "num_blocks_per_stage": 4, "dims": 2,
+                "spatial_upsample": True, "temporal_upsample": False, "spatial_scale": 2.0,
+                "rational_resampler": False}  # fmt: skip
+    if variant == "minimal config":
+        config = {k: v for k, v in config.items() if k in defaults and defaults[k] != v}
+        tensors, metadata = {k: v.float() for k, v in tensors.items()}, {}
+    else:
+        config = {"_class_name": "LatentUpsampler", "_diffusers_version": "0.33.1",
+                  **dict(reversed(list(config.items())))}  # fmt: skip
+        tensors = {k: v.to(torch.bfloat16) for k, v in tensors.items()}
+        metadata = {"format": "pt", "model_version": "2.3.0", "note": "written another way"}
+    save_file(tensors, str(path), metadata={**metadata, "config": json.dumps(config)})
+    return path
+
+
+@pytest.mark.parametrize("variant", ["minimal config", "extra keys"])
+def test_tdp_upscaler_on_an_upscaler_file_written_another_way(comfy23, group23, tmp_path, variant):  # noqa: F811
+    """A file LatentUpscaleModelLoader accepts gives the TDP Upscaler native's result (one tile), however
+    its config and metadata are written."""
+    import folder_paths
+    from comfy_extras import nodes_hunyuan
+
+    c = comfy23
+    path = write_upscaler_variant(
+        c.files.spatial_upscaler_x15, tmp_path / f"x15-{variant.replace(' ', '-')}.safetensors", variant
+    )
+    folder_paths.add_model_folder_path("latent_upscale_models", str(path.parent))
+    (upscaler,) = nodes_hunyuan.LatentUpscaleModelLoader.execute(path.name)
+    shape = assert_tdp_one_tile_matches_native(c, group23, path, upscaler, f"x1.5 {variant}", seed=7)
+    assert tuple(shape[2:]) == (3, 6, 9)  # ceil(1.5 x 4), ceil(1.5 x 6)
