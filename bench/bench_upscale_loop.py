@@ -99,8 +99,7 @@ def import_comfyui(root: Path, tiny: bool):
 
     if tiny:
         args.cpu, args.fp32_unet, args.use_pytorch_cross_attention = True, True, True
-    else:
-        import cuda_malloc  # noqa: F401  as main.py: cudaMallocAsync (the workers inherit it)
+    # main.py's cuda_malloc (cudaMallocAsync) is left out: it must come before torch's import.
     import comfy.model_management
     import comfy.utils
     import folder_paths
