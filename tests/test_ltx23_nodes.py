@@ -10,7 +10,6 @@ Bound: max |ours - native| <= 1e-5 x max |native|, per stream.
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections.abc import Iterator
 
@@ -19,9 +18,8 @@ import torch
 from comfyui_harness import comfyui_root
 from ltx23_fixtures import FPS, FRAMES, HEIGHT, WIDTH, comfy23  # noqa: F401
 
-from conftest import assert_no_leaks, tiny_conditioning
+from conftest import assert_no_leaks, rank_threads, tiny_conditioning
 from ltx2_mgpu.workers.embedded.tiny_ltx23 import AUDIO_DIM, VIDEO_DIM
-from ltx2_mgpu.workers.group.launcher import parse_devices
 from ltx2_mgpu.workers.group.manager import MGPUModel, get_manager
 from ltx2_mgpu.workers.wire.comfyui_root import check_comfyui_root
 
@@ -42,19 +40,6 @@ def relative(ours: torch.Tensor, native: torch.Tensor) -> tuple[float, float]:
     assert ours.shape == native.shape, (ours.shape, native.shape)
     diff = float((ours.float() - native.float()).abs().max())
     return diff, diff / float(native.float().abs().max())
-
-
-@contextlib.contextmanager
-def threads_of_a_rank(group: MGPUModel) -> Iterator[None]:
-    """Run native code at the thread count each CPU rank of `group` runs with. CPU convolutions reduce
-    in an order that depends on it: native LTXVAudioVAEDecode with the BWE vocoder differs by 1.8e-5
-    between 1 and 2 threads (measured on the tiny 2.3), the whole of what a 2-rank run differed by."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(parse_devices(f"cpu:{group.world_size}").threads_per_rank())
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 def streams(samples) -> list[torch.Tensor]:
@@ -264,7 +249,7 @@ def test_vae_decode_exact_and_audio_decode_match_native(comfy23, group23):  # no
     generator = torch.Generator().manual_seed(3)
     video = torch.randn(1, 128, 3, 4, 6, generator=generator)
     audio = torch.randn(1, 8, 18, 16, generator=generator)
-    with torch.inference_mode(), threads_of_a_rank(group23):  # the audio is decoded on one rank
+    with torch.inference_mode(), rank_threads(group23.world_size):  # the audio is decoded on one rank
         (native_image,) = c.nodes.VAEDecode().decode(c.vae, {"samples": video})
         (native_audio,) = c.lt_audio.LTXVAudioVAEDecode.execute({"samples": audio}, c.audio_vae)
     (latent,) = c.lt.LTXVConcatAVLatent.execute({"samples": video}, {"samples": audio})
