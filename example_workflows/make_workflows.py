@@ -46,6 +46,7 @@ TDP_STAGE2 = {
     "overlap": 5,
     "preview": "off",
     "preview_frames": 25,
+    "time_tiles": 0,
 }
 
 

@@ -126,6 +126,7 @@ SPECS: dict[str, tuple[list[tuple], list[tuple[str, str]]]] = {
             ("s", "sigmas", "SIGMAS"),
             ("w", "preview"),
             ("w", "preview_frames"),
+            ("w", "time_tiles"),
         ],
         [("LATENT", "LATENT")],
     ),

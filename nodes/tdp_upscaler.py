@@ -13,8 +13,15 @@ from ..workers.group import console
 from ..workers.group.client import output_slot
 from ..workers.group.manager import MGPUModel
 from ..workers.strategies.tdp_preview import preview_region
-from ..workers.strategies.tiled import AUTO, TileGrid, make_grid, resolve_counts, upscaled_latent_shape
-from ..workers.wire.capabilities import capabilities, check_tdp_preview
+from ..workers.strategies.tiled import (
+    AUTO,
+    TileGrid,
+    make_grid,
+    resolve_counts,
+    resolve_time_tiles,
+    upscaled_latent_shape,
+)
+from ..workers.wire.capabilities import capabilities, check_tdp_preview, check_tdp_time_tiles
 from ..workers.wire.checks import check_splittable
 from ..workers.wire.model_files import config_from_header, read_safetensors_header
 from ..workers.wire.requests import DEFAULT_PREVIEW_FRAMES, TdpUpscale
@@ -42,6 +49,8 @@ _GRID_PATTERN = re.compile(r"^\s*(\d+)\s*x\s*(\d+)\s*$")
 # tiles with it leave no measurable seam (tests/test_tdp_seams.py).
 DEFAULT_OVERLAP_CELLS = 5
 MAX_OVERLAP_CELLS = 32
+# Most spans of frames the node offers (NOTE [time tiles]); 64 auto spans are a 20-minute clip.
+MAX_TIME_TILES = 64
 # The longest video EmptyLTXVLatentVideo makes (its length maximum, nodes.MAX_RESOLUTION).
 MAX_FRAMES = 16384
 
@@ -70,6 +79,7 @@ def tdp_upscale(
     sigmas: torch.Tensor | None = None,
     preview: str = OFF,
     preview_frames: int = DEFAULT_PREVIEW_FRAMES,
+    time_tiles: int = AUTO,
     node_id: str | None = None,
 ):
     """TDP Upscaler: upsample the stage-1 `latent` 2x and denoise it in tiles spread over the group's
@@ -82,8 +92,15 @@ def tdp_upscale(
     out_shape = upscaled_latent_shape(tuple(parts.video.shape), upscaler_config)
     check_upscaler_input(upscale_model, upscaler_config, int(parts.video.shape[2]))
     check_mode(preview)
-    check_tdp_preview(capabilities(mgpu_model.backend), preview, OFF)
-    if preview != OFF:  # the preview's output is the size of its region
+    caps = capabilities(mgpu_model.backend)
+    check_tdp_preview(caps, preview, OFF)
+    if preview == OFF:  # a preview's grid is the spatial one (tdp_plan.plan_tdp)
+        spans = resolve_time_tiles(time_tiles, out_shape[2], overlap)
+        check_tdp_time_tiles(caps, spans, out_shape[2])
+        make_grid(
+            (out_shape[3], out_shape[4]), (1, 1), overlap, out_shape[2], spans
+        )  # ValueError if it cannot
+    else:  # the preview's output is the size of its region
         grid = node_grid(out_shape, tiles_h, tiles_w, overlap, mgpu_model)
         region = preview_region(preview, preview_frames, grid, out_shape)
         if region.tile is not None:  # the whole group splits the one tile (sequence parallelism)
@@ -104,6 +121,7 @@ def tdp_upscale(
         seed=seed,
         tiles_h=tiles_h,
         tiles_w=tiles_w,
+        tiles_t=time_tiles,
         overlap=overlap,
         upscaler=str(upscaler),
         max_video_tokens=mgpu_model.max_video_tokens,
@@ -140,7 +158,10 @@ def run_line(upscale_model: str, kind: str, results: list[dict], seconds: float)
     """The console's line for one run: what ran where, and what the warm loop reused."""
     first = results[0]
     rows, cols = first["tiles"]
+    spans = first.get("time_tiles", 1)
     what = "the centre tile" if first.get("preview_tile") is not None else f"{rows}x{cols} tiles"
+    if spans > 1:
+        what += f" x {spans} spans of frames"
     line = (
         f"TDP Upscaler: {Path(upscale_model).stem} ({kind}), {what} on {_count(len(results), 'worker')}, "
         f"{_count(first['steps'], 'step')} in {console.seconds(seconds)}"

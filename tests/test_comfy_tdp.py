@@ -60,17 +60,27 @@ PREVIEW_CASES = {
     "first_frame": ("first frames", 1),
     "centre_tile_first_frame": ("centre tile, first frames", 1),
 }
+# NOTE [time tiles] cases on a 17-frame clip at 24 fps: video [1,128,3,2,3] (3 latent frames), audio of
+# 18 frames. name -> (tiles_h, tiles_w, overlap, with audio, tiles_t, sampler).
+TIME_VIDEO_SHAPE, TIME_AUDIO_SHAPE = (1, 128, 3, 2, 3), (1, 8, 18, 16)
+TIME_CASES = {
+    # Spans [0, 2) and [2, 3) sharing nothing: each is stage 2 on its own frames and their audio. Euler
+    # (no draws during the steps), so native on a span sees the same noise as the span in the full run.
+    "time_spans": (1, 1, 0, True, 2, "euler"),
+    # 2 x 2 tiles in space and time (frames [0, 2) and [1, 3)), blended: dealt 4, 2+2, 2+1+1 to the ranks.
+    "time_spans_1x2": (1, 2, 1, True, 2, SAMPLER),
+}
 WORLD_SIZES = (1, 2, 3)
 RANKS_TIMEOUT_S = 900.0
 
 
-def stage1_inputs() -> SimpleNamespace:
+def stage1_inputs(video_shape=VIDEO_SHAPE, audio_shape=AUDIO_SHAPE) -> SimpleNamespace:
     """The same inputs in the test process and in every rank (seeded)."""
     positive = tiny_conditioning(POSITIVE_TOKENS, CAPTION_CHANNELS, seed=1, frame_rate=FPS)
     negative = tiny_conditioning(NEGATIVE_TOKENS, CAPTION_CHANNELS, seed=2, frame_rate=FPS)
     return SimpleNamespace(
-        video=torch.randn(VIDEO_SHAPE, generator=torch.Generator().manual_seed(3)),
-        audio=torch.randn(AUDIO_SHAPE, generator=torch.Generator().manual_seed(4)),
+        video=torch.randn(video_shape, generator=torch.Generator().manual_seed(3)),
+        audio=torch.randn(audio_shape, generator=torch.Generator().manual_seed(4)),
         positive=positive,
         negative=negative,
     )
@@ -112,24 +122,25 @@ def native(tiny) -> dict[bool, list[torch.Tensor]]:
 
 def tdp_args(
     inputs: SimpleNamespace,
-    case: tuple[int, int, int, bool],
+    case: tuple,
     upscaler: Path,
     preview: str = "off",
     preview_frames: int = 9,
     sigmas: str = STAGE2_SIGMAS,
 ) -> dict:
     """The command's arguments as the node sends them (nodes/tdp_upscaler.py), the output slot sized by
-    the command's own plan (a preview's is its region's)."""
+    the command's own plan (a preview's is its region's). `case`: a CASES or TIME_CASES entry."""
     from ltx2_mgpu.workers.strategies.tdp_plan import plan_tdp
     from ltx2_mgpu.workers.wire.requests import TdpUpscale
 
-    tiles_h, tiles_w, overlap, with_audio = case
+    tiles_h, tiles_w, overlap, with_audio = case[:4]
+    tiles_t, sampler = case[4:] if len(case) > 4 else (tiled.AUTO, SAMPLER)
     args = {
         "video": inputs.video, "audio": inputs.audio if with_audio else None,
         "positive": {"tensor": inputs.positive[0][0], "unprocessed": True},
         "negative": {"tensor": inputs.negative[0][0], "unprocessed": True},
         "frame_rate": FPS, "sigmas": torch.tensor([float(s) for s in sigmas.split(",")]),
-        "sampler": SAMPLER, "cfg": CFG, "seed": SEED,
+        "sampler": sampler, "cfg": CFG, "seed": SEED, "tiles_t": tiles_t,
         "tiles_h": tiles_h, "tiles_w": tiles_w, "overlap": overlap, "upscaler": str(upscaler),
         "preview": preview, "preview_frames": preview_frames,
     }  # fmt: skip
@@ -158,6 +169,9 @@ def _tdp_ranks(rank: int, world_size: int, init_file: str, root: str, tiny_dir: 
     cases = {name: tdp_args(inputs, case, upscaler) for name, case in CASES.items()}
     for name, (preview, frames) in PREVIEW_CASES.items():
         cases[name] = tdp_args(inputs, PREVIEW_GRID, upscaler, preview, frames, ONE_STEP)
+    long_clip = stage1_inputs(TIME_VIDEO_SHAPE, TIME_AUDIO_SHAPE)
+    for name, case in TIME_CASES.items():
+        cases[name] = tdp_args(long_clip, case, upscaler)
     for name, args in cases.items():
         t0 = time.perf_counter()
         result = tdp_upscale(job, args)
@@ -177,7 +191,8 @@ def runs(tiny, tmp_path_factory) -> dict[int, dict[str, dict]]:
         folder = tmp_path_factory.mktemp(f"tdp-comfy-{world_size}")
         root, tiny_dir = str(comfyui_root()), str(tiny.checkpoint.parent)
         run_ranks(_tdp_ranks, world_size, folder, root, tiny_dir, str(folder), timeout_s=RANKS_TIMEOUT_S)
-        out[world_size] = {name: torch.load(folder / f"{name}.pt") for name in (*CASES, *PREVIEW_CASES)}
+        names = (*CASES, *PREVIEW_CASES, *TIME_CASES)
+        out[world_size] = {name: torch.load(folder / f"{name}.pt") for name in names}
     return out
 
 
@@ -264,6 +279,99 @@ def test_first_frames_previews(runs, world_size):
     assert torch.equal(mine, theirs) if world_size == 1 else rel <= RELATIVE_TOLERANCE
     # Not the full run's first frame: there, frame 0 also attends to frame 1.
     assert relative(first["video"], run["full_2x2"]["video"][:, :, :1]) > 100 * RELATIVE_TOLERANCE
+
+
+class SpanNoise:
+    """ComfyUI's NOISE (seed, generate_noise) giving RandomNoise's noise of the whole clip cut to a span of
+    frames and its audio: what that span sees in the full run."""
+
+    def __init__(self, seed: int, whole_clip: dict, frames: slice, audio: slice) -> None:
+        from comfy_extras.nodes_custom_sampler import Noise_RandomNoise
+
+        self.seed = seed
+        self.video, self.audio = Noise_RandomNoise(seed).generate_noise(whole_clip).unbind()
+        self.frames, self.audio_frames = frames, audio
+
+    def generate_noise(self, latent: dict) -> torch.Tensor:
+        import comfy.nested_tensor
+
+        cut = (self.video[:, :, self.frames], self.audio[:, :, self.audio_frames])
+        return comfy.nested_tensor.NestedTensor(cut)
+
+
+@pytest.fixture(scope="module")
+def native_spans(tiny) -> list[tuple[tiled.AxisSpan, torch.Tensor]]:
+    """For each span of the "time_spans" case: ComfyUI's own stage 2 (LTXVLatentUpsampler on the whole
+    clip, then LTXVConcatAVLatent + SamplerCustomAdvanced) on just that span's frames with the audio of
+    its frames (ComfyUI's context-window mapping), from the whole clip's noise."""
+    _rows, _cols, overlap, _audio, tiles_t, sampler_name = TIME_CASES["time_spans"]
+    with comfyui_in_process(comfyui_root()):
+        import folder_paths
+        from comfy_extras import nodes_custom_sampler as cs
+        from comfy_extras import nodes_hunyuan, nodes_lt, nodes_lt_upsampler
+
+        import nodes
+
+        folder_paths.add_model_folder_path("checkpoints", str(tiny.checkpoint.parent))
+        folder_paths.add_model_folder_path("latent_upscale_models", str(tiny.spatial_upscaler.parent))
+        model, _clip, vae = nodes.CheckpointLoaderSimple().load_checkpoint(tiny.checkpoint.name)
+        (upscale_model,) = nodes_hunyuan.LatentUpscaleModelLoader.execute(tiny.spatial_upscaler.name)
+        inputs = stage1_inputs(TIME_VIDEO_SHAPE, TIME_AUDIO_SHAPE)
+        (video,) = nodes_lt_upsampler.LTXVLatentUpsampler.execute(
+            {"samples": inputs.video}, upscale_model, vae
+        )
+        whole = video["samples"]
+        (whole_clip,) = nodes_lt.LTXVConcatAVLatent.execute(
+            video, {"samples": inputs.audio, "noise_mask": torch.zeros(TIME_AUDIO_SHAPE)}
+        )
+        (sigmas,) = cs.ManualSigmas.execute(STAGE2_SIGMAS)
+        (guider,) = cs.CFGGuider.execute(model, inputs.positive, inputs.negative, CFG)
+        (sampler,) = cs.KSamplerSelect.execute(sampler_name)
+        out = []
+        for span in tiled.split_axis(whole.shape[2], tiles_t, overlap, "time"):
+            heard = tiled.audio_span(span, whole.shape[2], TIME_AUDIO_SHAPE[2])
+            audio = inputs.audio[:, :, heard.slice]
+            (latent,) = nodes_lt.LTXVConcatAVLatent.execute(
+                {"samples": whole[:, :, span.slice].clone()},
+                {"samples": audio, "noise_mask": torch.zeros_like(audio)},
+            )
+            noise = SpanNoise(SEED, whole_clip, span.slice, heard.slice)
+            with torch.inference_mode():
+                samples = cs.SamplerCustomAdvanced.execute(noise, guider, sampler, sigmas, latent)[0][
+                    "samples"
+                ]
+            out.append((span, samples.unbind()[0].clone()))
+        return out
+
+
+@pytest.mark.comfyui
+@pytest.mark.parametrize("world_size", WORLD_SIZES)
+def test_spans_of_frames_are_native_stage2_on_their_frames(native_spans, runs, world_size):
+    """NOTE [time tiles]: spans that share no frame are each native stage 2 on the span's frames alone,
+    hearing the audio of those frames and starting at position zero, with the noise the whole clip has
+    there; the stage-1 audio comes back whole."""
+    ours = runs[world_size]["time_spans"]
+    assert ours["result"]["time_tiles"] == 2 and ours["result"]["tiles"] == [1, 1]
+    assert ours["result"]["audio_frames"] == TIME_AUDIO_SHAPE[2]
+    assert ours["result"]["largest_tile_tokens"] == 2 * 4 * 6
+    for span, native_video in native_spans:
+        rel = relative(ours["video"][:, :, span.slice], native_video)
+        print(
+            f"\n[tdp comfy] frames {span.start}-{span.end}, {world_size} rank(s) vs native on them: rel {rel:.2e}"
+        )
+        assert rel <= RELATIVE_TOLERANCE
+
+
+@pytest.mark.comfyui
+def test_spans_of_frames_blended_do_not_depend_on_the_rank_count(runs, native_spans):
+    reference = runs[1]["time_spans_1x2"]["video"]
+    for world_size in WORLD_SIZES[1:]:
+        rel = relative(runs[world_size]["time_spans_1x2"]["video"], reference)
+        print(f"\n[tdp comfy] 1x2 tiles x 2 spans of frames: {world_size} ranks vs 1: rel {rel:.2e}")
+        assert rel <= RELATIVE_TOLERANCE
+        assert runs[world_size]["time_spans_1x2"]["result"]["tiles_on_rank"] == len(range(0, 4, world_size))
+    # Overlapping spans are blended: the shared frame is neither span's own result.
+    assert relative(reference[:, :, 2:], native_spans[1][1]) > 100 * RELATIVE_TOLERANCE
 
 
 @pytest.mark.parametrize("key", ["keyframe_idxs", "guide_attention_entries", "area", "mask"])

@@ -239,6 +239,44 @@ def test_tdp_upscaler_2x2_tiles_leave_no_seam(comfy23, group23):  # noqa: F811
     assert ratio <= SEAM_BOUND and error <= ERROR_SEAM_BOUND
 
 
+def test_tdp_upscaler_spans_of_frames_leave_no_seam_in_time(comfy23, group23):  # noqa: F811
+    """A long clip cut into spans of frames by the node's time_tiles (NOTE [time tiles]), with audio: the
+    seam ratio along time at the spans' shared frames within test_tdp_seams.py's bounds, beside the
+    one-span run at the same edges; the stage-1 audio comes back whole, and a hard cut (overlap 0) does
+    show (the metric can fail)."""
+    import folder_paths
+
+    from ltx2_mgpu.nodes.tdp_upscaler import tdp_upscale
+    from ltx2_mgpu.workers.strategies import tiled
+    from ltx2_mgpu.workers.strategies.tile_seams import seam_report
+
+    c = comfy23
+    path = c.files.spatial_upscaler_x2
+    folder_paths.add_model_folder_path("latent_upscale_models", str(path.parent))
+    positive, negative, _, sigmas = av_inputs(c)
+    generator = torch.Generator().manual_seed(12)
+    video = torch.randn(1, 128, 12, 2, 2, generator=generator)  # 89 frames -> 12 x 4 x 4 upscaled
+    audio = torch.randn(1, 8, 93, 16, generator=generator)
+    stage1 = {"samples": c.NestedTensor((video, audio))}
+    runs = {}
+    for spans, overlap in ((2, 3), (1, 0), (2, 0)):
+        (out,) = tdp_upscale(
+            group23, positive, negative, stage1, path.name, "euler_ancestral", 1.0, SEED, "1x1", overlap,
+            sigmas=sigmas, time_tiles=spans,
+        )  # fmt: skip
+        runs[spans, overlap] = streams(out["samples"])
+        assert torch.equal(runs[spans, overlap][1], audio)
+    grid = tiled.make_grid((4, 4), (1, 1), 3, frames=12, time_tiles=2)  # frames [0, 8) and [5, 12)
+    blended, whole = runs[2, 3][0], runs[1, 0][0]
+    ratio, untiled = seam_report(blended, grid).ratio, seam_report(whole, grid).ratio
+    error = seam_report(blended - whole, grid).ratio
+    hard = tiled.make_grid((4, 4), (1, 1), 0, frames=12, time_tiles=2)
+    hard_error = seam_report(runs[2, 0][0] - whole, hard).ratio
+    print(f"\n[LTX-2.3] 2 spans of frames, overlap 3: seam ratio along time {ratio:.3f} (one span at the same "
+          f"edges {untiled:.3f}; on the tiling error {error:.3f}; hard cut's error {hard_error:.3f})")  # fmt: skip
+    assert ratio <= SEAM_BOUND and error <= ERROR_SEAM_BOUND < hard_error
+
+
 def test_vae_decode_exact_and_audio_decode_match_native(comfy23, group23):  # noqa: F811
     """Distributed VAE Decode, exact mode = VAEDecode; its audio output = LTXVAudioVAEDecode (the 2.3
     vocoder with bandwidth extension, 48 kHz), run by the last rank with ComfyUI's audio VAE: bit-exact

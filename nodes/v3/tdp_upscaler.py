@@ -7,7 +7,15 @@ from comfy_api.latest import io
 from ...workers.wire.checks import SAMPLERS
 from ...workers.wire.requests import DEFAULT_PREVIEW_FRAMES, PREVIEW_MODES, PREVIEW_OFF
 from .. import comfy
-from ..tdp_upscaler import DEFAULT_OVERLAP_CELLS, MAX_FRAMES, MAX_OVERLAP_CELLS, TILE_CHOICES, tdp_upscale
+from ..tdp_upscaler import (
+    AUTO,
+    DEFAULT_OVERLAP_CELLS,
+    MAX_FRAMES,
+    MAX_OVERLAP_CELLS,
+    MAX_TIME_TILES,
+    TILE_CHOICES,
+    tdp_upscale,
+)
 from .common import CATEGORY, MGPUModel, cfg_input, node_id, seed_input
 
 DESCRIPTION = (
@@ -91,6 +99,18 @@ class LTX2TDPUpscaler(io.ComfyNode):
                     step=8,
                     optional=True,
                     tooltip="Frames a 'first frames' preview makes (8k + 1; 25 = one second at 24 fps).",
+                ),
+                io.Int.Input(
+                    "time_tiles",
+                    default=AUTO,
+                    min=0,
+                    max=MAX_TIME_TILES,
+                    step=1,
+                    optional=True,
+                    tooltip="Spans of frames a long clip is cut into, overlapping by `overlap` latent frames (8 "
+                    "video frames each) and blended, each span hearing its own part of the audio. 0 (auto): one "
+                    "span up to 64 latent frames (about 20 s at 25 fps, the longest clip LTX generates in one go), "
+                    "more beyond. Previews use one span.",
                 ),
             ],
             outputs=[io.Latent.Output()],

@@ -9,6 +9,7 @@ the engine upsamples and denoises (NOTE [engine seam]); rank 0 writes the video 
 from __future__ import annotations
 
 from ..strategies.tdp_plan import plan_tdp, tdp_reply
+from ..wire.capabilities import check_tdp_time_tiles
 from ..wire.checks import check_splittable
 from ..wire.requests import TdpUpscale
 from .ops import InputRejected, op
@@ -21,6 +22,7 @@ def tdp_upscale(job, request: TdpUpscale) -> dict:
     engine = job.engine
     try:
         plan = plan_tdp(request)
+        check_tdp_time_tiles(engine.capabilities, plan.grid.time_tiles, plan.up_shape[2])
         if plan.centre_tile_only:  # the whole group splits the one tile (sequence parallelism)
             check_splittable(plan.out_shape[2:], job.world_size)
     except ValueError as exc:

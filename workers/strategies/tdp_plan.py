@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from ...kernels import even_split
 from ..wire.model_files import read_checkpoint_config
-from ..wire.requests import TdpUpscale
+from ..wire.requests import PREVIEW_OFF, TdpUpscale
 from . import tiled
 from .tdp_preview import PreviewRegion, preview_region
 
@@ -41,20 +41,27 @@ def plan_tdp(request: TdpUpscale) -> TdpPlan:
     overlap = request.overlap
     extent = (up_shape[3], up_shape[4])
     counts = tiled.resolve_counts(request.tiles_h, request.tiles_w, extent, overlap)
-    grid = tiled.make_grid(extent, counts, overlap)
+    # A preview computes a part of the first frames or the centre tile of the frame: its grid is the
+    # spatial one (time spans would only cut the region it shows).
+    time_tiles = (
+        1
+        if request.preview != PREVIEW_OFF
+        else tiled.resolve_time_tiles(request.tiles_t, up_shape[2], overlap)
+    )
+    grid = tiled.make_grid(extent, counts, overlap, up_shape[2], time_tiles)
     region = preview_region(request.preview, request.preview_frames, grid, up_shape)
     frames = up_shape[2] if region is None else region.frames
-    cells = (
-        grid.largest_tile_cells
+    tokens = (
+        grid.largest_tile_tokens(frames)
         if region is None or region.tile is None
-        else region.tile.h.size * region.tile.w.size
+        else frames * region.tile.h.size * region.tile.w.size
     )
-    tokens = frames * cells
     if tokens > max_video_tokens:
+        largest = max(grid.tiles, key=lambda t: t.frames(frames) * t.h.size * t.w.size)
         raise ValueError(
-            f"the largest tile has {tokens:,} video tokens ({frames} frames x {cells} cells), "
-            f"over the limit of {max_video_tokens:,}. Use more tiles (now {counts[0]} x {counts[1]}), fewer frames, "
-            "or a lower stage-1 resolution."
+            f"the largest tile has {tokens:,} video tokens ({largest.frames(frames)} frames x "
+            f"{largest.h.size * largest.w.size} cells), over the limit of {max_video_tokens:,}. Use more tiles "
+            f"(now {grid.describe()}), more time tiles for a long clip, fewer frames, or a lower stage-1 resolution."
         )
     plan = TdpPlan(grid, up_shape, region)
     if request.out_video is not None and tuple(request.out_video.shape) != plan.out_shape:
@@ -70,7 +77,7 @@ def tokens_on_rank(
     frames = shape[2] if region is None else region.frames
     if region is not None and region.tile is not None:
         return even_split(frames * region.tile.h.size * region.tile.w.size, world_size)[rank]
-    return sum(frames * t.h.size * t.w.size for t in grid.for_rank(rank, world_size))
+    return sum(t.frames(frames) * t.h.size * t.w.size for t in grid.for_rank(rank, world_size))
 
 
 def tdp_reply(plan: TdpPlan, request: TdpUpscale, rank: int, world_size: int) -> dict:
@@ -78,8 +85,9 @@ def tdp_reply(plan: TdpPlan, request: TdpUpscale, rank: int, world_size: int) ->
     grid, region = plan.grid, plan.region
     return {
         "tiles": list(grid.counts),
+        "time_tiles": grid.time_tiles,
         "tiles_on_rank": len(grid.for_rank(rank, world_size)),
-        "largest_tile_tokens": plan.up_shape[2] * grid.largest_tile_cells,
+        "largest_tile_tokens": grid.largest_tile_tokens(plan.up_shape[2]),
         "steps": len(request.sigmas) - 1,
         "video_tokens_on_rank": tokens_on_rank(grid, region, plan.up_shape, rank, world_size),
         "preview_tile": None if region is None or region.tile is None else region.tile.index,

@@ -89,6 +89,7 @@ def edge_differences(x: torch.Tensor, dim: int, extent: int, scale: int) -> torc
 def seam_report(x: torch.Tensor, grid: TileGrid, scale: int = 1) -> SeamReport:
     """NOTE [seam ratio] for x [..., H * scale, W * scale] blended over `grid` (extent (H, W) cells):
     a latent [B, C, F, H, W] (scale 1) or decoded frames [..., H*32, W*32] (scale 32, channels first).
+    A grid with spans of frames is measured along time too (a latent only).
 
     Raises ValueError when an axis has no interior edge to compare with (tiles no longer than the
     overlap plus one cell): use fewer tiles or a smaller overlap for the measurement.
@@ -97,9 +98,13 @@ def seam_report(x: torch.Tensor, grid: TileGrid, scale: int = 1) -> SeamReport:
     spans = {
         "height": tuple(grid.tiles[i * columns].h for i in range(rows)),
         "width": tuple(grid.tiles[j].w for j in range(columns)),
+        # NOTE [time tiles]: frames, for a latent [B, C, F, H, W] (scale 1 only: decoded frames are not cells)
+        "time": tuple(grid.tiles[k * rows * columns].t for k in range(grid.time_tiles))
+        if grid.time_tiles > 1
+        else (),
     }
     axes = []
-    for (name, axis_spans), dim, extent in zip(spans.items(), (-2, -1), grid.extent):
+    for (name, axis_spans), dim, extent in zip(spans.items(), (-2, -1, -3), (*grid.extent, grid.frames)):
         if len(axis_spans) < 2:
             continue
         diffs = edge_differences(x, dim, extent, scale)
@@ -108,7 +113,7 @@ def seam_report(x: torch.Tensor, grid: TileGrid, scale: int = 1) -> SeamReport:
         is_seam[[g - 1 for g in seams]] = True
         if is_seam.all():
             raise ValueError(
-                f"every cell edge along {name} lies in an overlap band ({grid.counts[0]} x {grid.counts[1]} tiles, "
+                f"every cell edge along {name} lies in an overlap band ({grid.describe()}, "
                 f"overlap {grid.overlap}, {extent} cells): nothing to compare the seams with. Measure with fewer "
                 "tiles or a smaller overlap."
             )

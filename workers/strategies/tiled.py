@@ -1,20 +1,29 @@
 """Tile geometry for tiled data parallelism (TDP): pure functions, no process group, no model.
 
 NOTE [tdp tiles]: the upscaled video latent [B, C, F, H, W] is cut into a grid of `tiles_h x tiles_w`
-boxes over the spatial axes (time is never tiled: every tile holds all frames). Along an axis of
+boxes over the spatial axes, and for a long clip into `tiles_t` spans of frames as well (NOTE [time
+tiles]; one span, every tile holding all frames, unless asked or the clip is long). Along an axis of
 `extent` cells, `count` tiles with `overlap` shared cells between neighbours have
 `size = (extent + overlap * (count - 1)) // count` cells, the first `remainder` tiles one more, so the
 tiles cover the axis exactly and every pair of neighbours shares exactly `overlap` cells. Tiles are
-numbered row-major (height, then width) and dealt round-robin to ranks, so there may be more tiles
-than ranks (tile i runs on rank i mod N) or fewer (idle ranks contribute zeros to the sum).
+numbered row-major (time, then height, then width) and dealt round-robin to ranks, so there may be
+more tiles than ranks (tile i runs on rank i mod N) or fewer (idle ranks contribute zeros to the sum).
+
+NOTE [time tiles]: a clip longer than the model generates in one go (AUTO_TILE_FRAMES latent frames,
+about 20 s at 25 fps) is also cut along time, with the same overlap in latent frames. Each tile is
+handed to the model as a video of its own, so its positions start at zero in time as they do in
+space; the stage-1 audio the tile hears is cut to the tile's frames by ComfyUI's own mapping for
+context windows (LTXAV.map_context_window_to_modalities: video frame v <-> audio frames
+[round(v A / F), round((v + 1) A / F))), so video and audio start together and stay aligned.
 
 NOTE [blend weights]: each tile weights its output with a separable trapezoid: 1 inside, ramps of
 k / (overlap + 1) into the shared cells. Lightricks' ramps (ltx_core.tiling) sum to one only up to
 rounding, and not at all where one tile's two ramps meet (tiles shorter than twice the overlap).
 Here, per axis, the integer trapezoid heights of the tiles covering a cell are normalised by their
-sum and quantised to multiples of 2**-WEIGHT_BITS, the last tile taking the remainder, so the 1-D
-weights of every cell sum to exactly 1; a 2-D weight is the product of two such numbers, a multiple
-of 2**-24, which float32 holds exactly, as it does every partial sum of them. So the blended sum of
+sum and quantised to multiples of 2**-bits, the last tile taking the remainder, so the 1-D
+weights of every cell sum to exactly 1; a tile's weight is the product of its axes' numbers, a
+multiple of 2**-24 (12 bits per axis in space, 8 per axis when time is tiled too), which float32
+holds exactly, as it does every partial sum of them. So the blended sum of
 all tiles is a partition of unity bit for bit, whatever the counts, sizes and overlap.
 """
 
@@ -31,6 +40,8 @@ from ..wire.constants import VIDEO_PIXELS_PER_CELL
 # (24-bit significand). The ramp shape moves by at most 2**-13, far below anything visible.
 WEIGHT_BITS = 12
 WEIGHT_ONE = 1 << WEIGHT_BITS
+# Time tiled as well: three axes of 8 bits keep the products on the same 2**-24 grid.
+WEIGHT_BITS_3D = 8
 # tiles_h = tiles_w = AUTO: a grid chosen from the latent's size alone (auto_counts), never from the
 # number of ranks, so a shared workflow gives the same video on 1, 2 or 8 GPUs (issue 20: a grid of one
 # tile per rank changed the result by 1.5e-2 between 1 and 2 workers).
@@ -40,6 +51,10 @@ AUTO = 0
 # whole. So the template's 1536x1024 stage 2 gets 2x2 tiles (the grid bench/bench_tdp.py measures),
 # spread evenly over 1, 2 or 4 GPUs.
 AUTO_TILE_CELLS = 24
+# Auto tiles along time hold at most this many latent frames before the overlap is added: 64 latent
+# frames = 505 pixel frames, about 20 s at 25 fps, the longest clip LTX-2 generates in one go; shorter
+# clips (and a 10 s clip through the temporal x2 upscaler: 2 x 31 - 1 = 61 frames) are not cut.
+AUTO_TILE_FRAMES = 64
 # LTX-2's VAE: one latent cell is 32 x 32 pixels (for messages only).
 PIXELS_PER_CELL = VIDEO_PIXELS_PER_CELL
 
@@ -63,45 +78,65 @@ class AxisSpan:
 @dataclass(frozen=True)
 class Tile:
     """One box of the grid. index: row-major number (rank = index mod world size).
-    weight_h [h.size] / weight_w [w.size]: int64 numerators of the 1-D blend weights (/ WEIGHT_ONE)."""
+    weight_h [h.size] / weight_w [w.size] (/ weight_t [t.size]): int64 numerators of the 1-D blend
+    weights, each over `one`. t: the tile's frames, None when time is not tiled (all frames)."""
 
     index: int
     h: AxisSpan
     w: AxisSpan
     weight_h: torch.Tensor
     weight_w: torch.Tensor
+    t: AxisSpan | None = None
+    weight_t: torch.Tensor | None = None
+    one: int = WEIGHT_ONE
 
     def shape(self, full_shape: tuple[int, ...]) -> tuple[int, int, int, int, int]:
         """[B, C, F, h, w] of this tile cut from a latent of `full_shape` [B, C, F, H, W]."""
         b, c, f = full_shape[:3]
-        return (b, c, f, self.h.size, self.w.size)
+        return (b, c, f if self.t is None else self.t.size, self.h.size, self.w.size)
+
+    def frames(self, total: int) -> int:
+        """Latent frames the tile holds of a video of `total`."""
+        return total if self.t is None else self.t.size
 
     def blend_mask(
         self, dtype: torch.dtype = torch.float32, device: torch.device | None = None
     ) -> torch.Tensor:
-        """[h, w] weights (exact products on the 2**-24 grid), to broadcast over [B, C, F, h, w]."""
+        """[h, w] weights, or [t, h, w] when time is tiled (exact products on the 2**-24 grid), to
+        broadcast over [B, C, F, h, w]."""
         numerators = self.weight_h[:, None] * self.weight_w[None, :]  # < 2**24: exact in int64 and float32
-        mask = numerators.to(torch.float32) * (1.0 / (WEIGHT_ONE * WEIGHT_ONE))
+        scale = self.one * self.one
+        if self.weight_t is not None:
+            numerators = self.weight_t[:, None, None] * numerators[None]
+            scale *= self.one
+        mask = numerators.to(torch.float32) * (1.0 / scale)
         return mask.to(device=device, dtype=dtype)
 
     def cut(self, latent: torch.Tensor) -> torch.Tensor:
         """This tile of a [B, C, F, H, W] tensor (a view)."""
-        return latent[:, :, :, self.h.slice, self.w.slice]
+        frames = slice(None) if self.t is None else self.t.slice
+        return latent[:, :, frames, self.h.slice, self.w.slice]
 
     def interior(self) -> torch.Tensor:
-        """[h, w] bool: the cells no neighbour shares (blend weight exactly 1), where the blended
-        result is this tile's own output bit for bit."""
-        return (self.weight_h == WEIGHT_ONE)[:, None] & (self.weight_w == WEIGHT_ONE)[None, :]
+        """[h, w] bool ([t, h, w] when time is tiled): the cells no neighbour shares (blend weight
+        exactly 1), where the blended result is this tile's own output bit for bit."""
+        inside = (self.weight_h == self.one)[:, None] & (self.weight_w == self.one)[None, :]
+        if self.weight_t is not None:
+            inside = (self.weight_t == self.one)[:, None, None] & inside[None]
+        return inside
 
 
 @dataclass(frozen=True)
 class TileGrid:
-    """The tiles of one latent. extent: (H, W) in latent cells; counts: (tiles_h, tiles_w)."""
+    """The tiles of one latent. extent: (H, W) in latent cells; counts: (tiles_h, tiles_w);
+    time_tiles: spans along time (1: every tile holds all frames), over `frames` latent frames."""
 
     extent: tuple[int, int]
     counts: tuple[int, int]
     overlap: int
     tiles: tuple[Tile, ...]
+    time_tiles: int = 1
+    frames: int | None = None
 
     def for_rank(self, rank: int, world_size: int) -> tuple[Tile, ...]:
         """Round-robin: tile i belongs to rank i mod world_size."""
@@ -109,12 +144,23 @@ class TileGrid:
 
     @property
     def largest_tile_cells(self) -> int:
-        """h * w of the largest tile (times frames = its video token count)."""
+        """h * w of the largest tile (times its frames = its video token count)."""
         return max(t.h.size * t.w.size for t in self.tiles)
+
+    def largest_tile_tokens(self, total_frames: int) -> int:
+        """Video tokens of the largest tile of a video of `total_frames` latent frames."""
+        return max(t.frames(total_frames) * t.h.size * t.w.size for t in self.tiles)
+
+    def describe(self) -> str:
+        """'2x2 tiles', or with time tiled '2x2 tiles x 3 spans of frames'."""
+        rows, cols = self.counts
+        spans = "" if self.time_tiles == 1 else f" x {self.time_tiles} spans of frames"
+        return f"{rows}x{cols} tiles{spans}"
 
     def centre_tile(self) -> Tile:
         """The tile whose centre lies nearest the centre of the frame; on a tie (every even grid:
-        the four tiles of 2x2 all touch the centre) the first in reading order, so top-left."""
+        the four tiles of 2x2 all touch the centre) the first in reading order, so top-left (and with
+        time tiled, of the first span)."""
         middle = (self.extent[0] / 2, self.extent[1] / 2)
 
         def distance(tile: Tile) -> float:
@@ -147,11 +193,12 @@ def split_axis(extent: int, count: int, overlap: int, axis: str) -> tuple[AxisSp
     if count == 1:
         return (AxisSpan(0, extent),)
     if count > max_tiles(extent, overlap):
+        unit = "latent frames" if axis == "time" else f"cells ({extent * PIXELS_PER_CELL} px)"
+        cells = "frames" if axis == "time" else "cells"
         raise ValueError(
-            f"{count} tiles along {axis} do not fit: the upscaled latent is {extent} cells "
-            f"({extent * PIXELS_PER_CELL} px) "
-            f"along {axis}, and with an overlap of {overlap} cells every tile needs at least {overlap + 1} "
-            f"cells, which allows at most {_tiles(max_tiles(extent, overlap))}. Use fewer tiles along {axis} "
+            f"{count} tiles along {axis} do not fit: the upscaled latent is {extent} {unit} "
+            f"along {axis}, and with an overlap of {overlap} {cells} every tile needs at least {overlap + 1} "
+            f"{cells}, which allows at most {_tiles(max_tiles(extent, overlap))}. Use fewer tiles along {axis} "
             "or a smaller overlap."
         )
     total = extent + overlap * (count - 1)
@@ -163,9 +210,12 @@ def split_axis(extent: int, count: int, overlap: int, axis: str) -> tuple[AxisSp
     return tuple(spans)
 
 
-def axis_weights(spans: tuple[AxisSpan, ...], extent: int, overlap: int) -> list[torch.Tensor]:
+def axis_weights(
+    spans: tuple[AxisSpan, ...], extent: int, overlap: int, bits: int = WEIGHT_BITS
+) -> list[torch.Tensor]:
     """Per span, int64 weight numerators over its cells; at every cell of the axis the numerators
-    of the spans covering it sum to exactly WEIGHT_ONE (NOTE [blend weights])."""
+    of the spans covering it sum to exactly 2**bits (NOTE [blend weights])."""
+    one = 1 << bits
     heights = []
     for i, span in enumerate(spans):
         j = torch.arange(span.size, dtype=torch.int64)
@@ -179,13 +229,13 @@ def axis_weights(spans: tuple[AxisSpan, ...], extent: int, overlap: int) -> list
     weights = []
     assigned = torch.zeros(extent, dtype=torch.int64)
     for i, (span, height) in enumerate(zip(spans, heights)):
-        share = (height * WEIGHT_ONE + total[span.slice] // 2) // total[span.slice]  # rounded
+        share = (height * one + total[span.slice] // 2) // total[span.slice]  # rounded
         if i + 1 < len(spans):
             # A later span still covers a cell iff the cell lies at or after that span's start.
             covered_later = torch.arange(span.start, span.end) >= spans[i + 1].start
         else:
             covered_later = torch.zeros(span.size, dtype=torch.bool)
-        share = torch.where(covered_later, share, WEIGHT_ONE - assigned[span.slice])
+        share = torch.where(covered_later, share, one - assigned[span.slice])
         assigned[span.slice] += share
         weights.append(share)
     return weights
@@ -212,19 +262,79 @@ def resolve_counts(tiles_h: int, tiles_w: int, extent: tuple[int, int], overlap:
     return tiles_h, tiles_w
 
 
-def make_grid(extent: tuple[int, int], counts: tuple[int, int], overlap: int) -> TileGrid:
-    """The grid of `counts` (tiles_h, tiles_w) tiles over `extent` (H, W) latent cells.
-    Raises ValueError (split_axis) when a count does not fit its axis."""
+def resolve_time_tiles(tiles_t: int, frames: int, overlap: int) -> int:
+    """Spans along time as asked, or for AUTO ceil(frames / AUTO_TILE_FRAMES), lowered to what fits
+    (NOTE [time tiles]); from the latent alone, like the spatial grid."""
+    if tiles_t == AUTO:
+        return min(-(-frames // AUTO_TILE_FRAMES), max_tiles(frames, overlap))
+    if tiles_t < 1:
+        raise ValueError(f"time tiles must be 0 (auto) or at least 1, got {tiles_t}")
+    return tiles_t
+
+
+def make_grid(
+    extent: tuple[int, int],
+    counts: tuple[int, int],
+    overlap: int,
+    frames: int | None = None,
+    time_tiles: int = 1,
+) -> TileGrid:
+    """The grid of `counts` (tiles_h, tiles_w) tiles over `extent` (H, W) latent cells, each cut into
+    `time_tiles` spans of the `frames` latent frames (NOTE [time tiles]). Raises ValueError (split_axis)
+    when a count does not fit its axis."""
+    if time_tiles > 1 and frames is None:
+        raise ValueError("time tiles need the video's frame count")
+    bits = WEIGHT_BITS if time_tiles == 1 else WEIGHT_BITS_3D
     spans_h = split_axis(extent[0], counts[0], overlap, "height")
     spans_w = split_axis(extent[1], counts[1], overlap, "width")
-    weights_h = axis_weights(spans_h, extent[0], overlap)
-    weights_w = axis_weights(spans_w, extent[1], overlap)
+    weights_h = axis_weights(spans_h, extent[0], overlap, bits)
+    weights_w = axis_weights(spans_w, extent[1], overlap, bits)
+    if time_tiles == 1:
+        spans_t, weights_t = (None,), (None,)
+    else:
+        spans_t = split_axis(frames, time_tiles, overlap, "time")
+        weights_t = axis_weights(spans_t, frames, overlap, bits)
+    per_span = len(spans_h) * len(spans_w)
     tiles = tuple(
-        Tile(i * len(spans_w) + j, sh, sw, weights_h[i], weights_w[j])
+        Tile(
+            k * per_span + i * len(spans_w) + j,
+            sh,
+            sw,
+            weights_h[i],
+            weights_w[j],
+            st,
+            weights_t[k],
+            1 << bits,
+        )
+        for k, st in enumerate(spans_t)
         for i, sh in enumerate(spans_h)
         for j, sw in enumerate(spans_w)
     )
-    return TileGrid(extent=extent, counts=counts, overlap=overlap, tiles=tiles)
+    return TileGrid(
+        extent=extent, counts=counts, overlap=overlap, tiles=tiles, time_tiles=time_tiles, frames=frames
+    )
+
+
+def audio_span(frames: AxisSpan, video_frames: int, audio_frames: int) -> AxisSpan:
+    """The audio latent frames that go with video latent frames `frames` of `video_frames`: ComfyUI's
+    mapping for context windows (LTXAV.map_context_window_to_modalities), frame v <-> audio
+    [round(v A / F), round((v + 1) A / F)), at least one audio frame, over a contiguous span."""
+    start = min(round(frames.start * audio_frames / video_frames), audio_frames - 1)
+    end = min(round(frames.end * audio_frames / video_frames), audio_frames)
+    return AxisSpan(start, max(end, start + 1))
+
+
+def audio_shares(grid: TileGrid, audio_frames: int) -> list[tuple[AxisSpan, torch.Tensor]] | None:
+    """Per tile of `grid` (in order), its audio span and the float32 share each of those audio
+    frames gets of the tile's audio prediction: 1 / (tiles hearing that frame), so the shares of
+    every audio frame sum to one over the grid. None when time is not tiled (every tile hears all)."""
+    if grid.time_tiles == 1:
+        return None
+    spans = [audio_span(t.t, grid.frames, audio_frames) for t in grid.tiles]
+    hearing = torch.zeros(audio_frames, dtype=torch.float32)
+    for span in spans:
+        hearing[span.slice] += 1
+    return [(span, 1.0 / hearing[span.slice]) for span in spans]
 
 
 def tile_positions(positions: torch.Tensor, full_shape: tuple[int, ...], tile: Tile) -> torch.Tensor:

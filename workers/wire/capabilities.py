@@ -57,6 +57,7 @@ class EngineCapabilities:
     fp8_matmul_meaning: str
     gguf_placements: tuple[str, ...]
     tdp_preview: bool
+    tdp_time_tiles: bool
     native_guider: bool
     guidance_groups: bool
     model_output: bool
@@ -102,6 +103,7 @@ COMFY = EngineCapabilities(
     # blocks' packed bytes, a layout it cannot take.
     gguf_placements=(WEIGHTS_REPLICATED, WEIGHTS_OFFLOADED, WEIGHTS_LAYERS),
     tdp_preview=True,
+    tdp_time_tiles=True,
     native_guider=True,
     guidance_groups=True,
     model_output=True,
@@ -128,6 +130,8 @@ LTXCORE = EngineCapabilities(
     ),
     gguf_placements=(),
     tdp_preview=True,
+    # ltx-core's tiles keep their place in the whole video's positions: a span of frames would not.
+    tdp_time_tiles=False,
     native_guider=False,
     guidance_groups=False,
     model_output=False,
@@ -317,6 +321,17 @@ def check_tdp_preview(caps: EngineCapabilities, preview: str, off: str) -> None:
     if preview != off and not caps.tdp_preview:
         raise ValueError(
             f"the TDP Upscaler's preview {preview!r} is not served by {caps.title}; set preview to {off}"
+        )
+
+
+def check_tdp_time_tiles(caps: EngineCapabilities, time_tiles: int, frames: int) -> None:
+    """The TDP Upscaler's spans of frames (NOTE [time tiles]) on this engine; ValueError naming what to
+    change."""
+    if time_tiles > 1 and not caps.tdp_time_tiles:
+        raise ValueError(
+            f"the upscaled clip of {frames} latent frames would be cut into {time_tiles} spans of frames, which "
+            f"{caps.title} does not serve; set time_tiles to 1 (every tile holds the whole clip). "
+            + _other_engine(caps)
         )
 
 

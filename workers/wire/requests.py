@@ -402,8 +402,9 @@ def check_preview_mode(mode: str) -> None:
 @dataclass(frozen=True)
 class TdpUpscale(Request):
     """TDP Upscaler: upsample the stage-1 video 2x with `upscaler` (a file path) and denoise it in
-    tiles_h x tiles_w tiles (TILES_AUTO: from the latent) overlapping by `overlap` cells; the stage-1
-    audio rides along unchanged. out_video: [B,128,F,2H,2W] float32, or the preview region's shape."""
+    tiles_h x tiles_w tiles (TILES_AUTO: from the latent), for a long clip also tiles_t spans of frames
+    (TILES_AUTO: one unless the clip is longer than the model generates), overlapping by `overlap`
+    cells (frames along time); the stage-1 audio rides along unchanged. out_video: [B,128,F,2H,2W] float32, or the preview region's shape."""
 
     OP: ClassVar[str] = "tdp_upscale"
     USES_LORAS: ClassVar[bool] = True
@@ -422,6 +423,7 @@ class TdpUpscale(Request):
     tiles_w: int = TILES_AUTO
     overlap: int = 0
     max_video_tokens: int = DEFAULT_MAX_VIDEO_TOKENS
+    tiles_t: int = TILES_AUTO
     preview: str = PREVIEW_OFF
     preview_frames: int = DEFAULT_PREVIEW_FRAMES
     live_preview: bool = False
@@ -443,6 +445,8 @@ class TdpUpscale(Request):
             raise ValueError("cfg is not 1 but no negative conditioning was given; connect a negative prompt")
         if self.overlap < 0:
             raise ValueError(f"overlap {self.overlap} must be 0 or more latent cells")
+        if self.tiles_t < 0:
+            raise ValueError(f"time_tiles {self.tiles_t} must be 0 (auto) or more")
 
 
 # ----- VAE --------------------------------------------------------------------------------------

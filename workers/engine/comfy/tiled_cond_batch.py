@@ -8,7 +8,9 @@ uncond) in x's shape. Per tile the wrapper hands ComfyUI's calc_cond_batch the t
 it were the whole video: so the model builds the tile's positions from the tile's own grid, starting
 at zero (NOTE [tdp tiles] in strategies/tiled.py), and the per-token timesteps from the tile's part
 of the noise mask. Predictions are weighted by the tile's blend mask (NOTE [blend weights], exact
-partition of unity) into a full-size buffer; other streams (audio) get the mean over the tiles.
+partition of unity) into a full-size buffer; other streams (audio) get the mean over the tiles, or
+with time tiled (NOTE [time tiles]) each tile hears and predicts the audio of its own frames, every
+audio frame the mean over the tiles that heard it.
 One collective sum per model call makes the buffer the full prediction on every rank, so every
 rank's sampler steps the same latent.
 
@@ -64,6 +66,9 @@ class TiledCondBatch:
         self.reduce = reduce
         # Streams other than the video: every tile predicts them whole; each adds its share of the mean.
         self.stream_share = 1.0 / len(grid.tiles)
+        # Time tiled: per tile the audio frames it hears and their shares (None: all, stream_share).
+        audio = tiled.audio_shares(grid, self.shapes[1][2]) if len(self.shapes) > 1 else None
+        self.audio = None if audio is None else {t.index: audio[t.index] for t in self.tiles}
 
     def __call__(
         self, executor, model, conds: list, x_in: torch.Tensor, timestep: torch.Tensor, model_options: dict
@@ -72,10 +77,20 @@ class TiledCondBatch:
         buffer, views = _zero_buffer(len(conds), streams)
         with section(self.lockstep):  # sharded: ranks with fewer tiles pad their gathers
             for tile in self.tiles:
+                audio = None if self.audio is None else self.audio[tile.index]
                 tile_streams = [tile.cut(streams[0]).contiguous(), *streams[1:]]
+                if audio is not None:  # the audio of the tile's frames (NOTE [time tiles])
+                    tile_streams[1] = _cut_time(tile_streams[1], audio[0]).contiguous()
                 tile_x, tile_shapes = pack(tile_streams)
                 tile_conds = [
-                    None if c is None else [tile_cond(d, tile.cut, self.shapes[0], tile_shapes) for d in c]
+                    None
+                    if c is None
+                    else [
+                        tile_cond(
+                            d, tile.cut, self.shapes[0], tile_shapes, None if audio is None else audio[0]
+                        )
+                        for d in c
+                    ]
                     for c in conds
                 ]
                 outputs = executor(model, tile_conds, tile_x, timestep, model_options)
@@ -83,8 +98,13 @@ class TiledCondBatch:
                 for i, output in enumerate(outputs):
                     parts = unpack(output, tile_shapes)
                     tile.cut(views[0][i]).add_(parts[0] * weight)
-                    for view, part in zip(views[1:], parts[1:]):
-                        view[i].add_(part * self.stream_share)
+                    for k, (view, part) in enumerate(zip(views[1:], parts[1:])):
+                        if k == 0 and audio is not None:
+                            span, share = audio
+                            share = share.to(part.device, part.dtype).view(1, 1, -1, *([1] * (part.ndim - 3)))
+                            _cut_time(view[i], span).add_(part * share)
+                        else:
+                            view[i].add_(part * self.stream_share)
         self.reduce(buffer)
         return [pack([view[i] for view in views])[0] for i in range(len(conds))]
 
@@ -117,12 +137,22 @@ def _zero_buffer(count: int, streams: list[torch.Tensor]) -> tuple[torch.Tensor,
     return buffer, views
 
 
+def _cut_time(stream: torch.Tensor, span: tiled.AxisSpan) -> torch.Tensor:
+    """Frames `span` of a latent stream whose time is dim 2 (audio [B, C, T, F]; a view)."""
+    return stream[:, :, span.slice]
+
+
 def tile_cond(
-    cond: dict[str, Any], cut: Cut, video_shape: torch.Size, tile_shapes: list[torch.Size]
+    cond: dict[str, Any],
+    cut: Cut,
+    video_shape: torch.Size,
+    tile_shapes: list[torch.Size],
+    audio_span: tiled.AxisSpan | None = None,
 ) -> dict[str, Any]:
     """One processed cond (comfy.samplers.process_conds form) for a part of a video of `video_shape`
     (a tile, or a preview's region: `cut` takes it from a [B, C, F, H, W] tensor): the video noise mask
-    cut to it, the latent shapes its own; everything else (text, frame rate, the audio mask) shared."""
+    cut to it, the latent shapes its own, the audio mask cut to `audio_span` (a time tile's audio);
+    everything else (text, frame rate) shared."""
     import comfy.conds
 
     model_conds = dict(cond["model_conds"])
@@ -132,6 +162,9 @@ def tile_cond(
     mask = model_conds.get("denoise_mask")
     if mask is not None:
         model_conds["denoise_mask"] = mask._copy_with(cut(mask.cond.expand(video_shape)))
+    audio_mask = model_conds.get("audio_denoise_mask")
+    if audio_span is not None and audio_mask is not None and audio_mask.cond.shape[2] > 1:
+        model_conds["audio_denoise_mask"] = audio_mask._copy_with(_cut_time(audio_mask.cond, audio_span))
     if "latent_shapes" in model_conds:
         model_conds["latent_shapes"] = comfy.conds.CONDConstant(tile_shapes)
     return {**cond, "model_conds": model_conds}
