@@ -409,8 +409,12 @@ def test_offloaded_22b_runs_under_a_24_gib_cap_on_one_gpu():
     """LTX-2.3 22B bf16 with two workers on one GPU, each capped at 24 GiB: offloaded steps at 6,144 and
     24,576 tokens, peak memory under the cap; replicated uncapped beside it (bench/results JSON)."""
     out = Path(__file__).resolve().parents[1] / "bench" / "results" / "weights_22b_h200_shared.json"
-    report = _bench_weights(["--devices", "cuda:0,cuda:0", "--cap-gib", "24", "--options", "replicated", "offloaded", "sharded",
-                             "--comfyui", str(comfyui_root()), "--out", str(out)])  # fmt: skip
+    # The random bf16 22B is built whole on the GPU by each worker (about 39 GiB) before any placement
+    # applies: two fit an H200, not an 80 GB H100 (out of memory in the second build, whatever the option).
+    if torch.cuda.get_device_properties(0).total_memory < 100 * 2**30:
+        pytest.skip("two random 22B bf16 builds (2 x 39 GiB) need a GPU of 100 GiB or more (H200)")
+    report = _bench_weights(["--devices", "cuda:0,cuda:0", "--cap-gib", "24", "--options", "replicated", "offloaded",
+                             "sharded", "--comfyui", str(comfyui_root()), "--out", str(out)])  # fmt: skip
     offloaded = report["options"]["offloaded"]
     for tokens, row in offloaded["sizes"].items():
         assert "ms" in row, (tokens, row)
