@@ -109,7 +109,7 @@ class LTX2TDPUpscaler(io.ComfyNode):
                     optional=True,
                     tooltip="Spans of frames a long clip is cut into, overlapping by `overlap` latent frames (8 "
                     "video frames each) and blended, each span hearing its own part of the audio. 0 (auto): one "
-                    "span up to 64 latent frames (about 20 s at 25 fps, the longest clip LTX generates in one go), "
+                    "span up to 64 latent frames (20 seconds at 25 fps, the longest clip LTX generates in one go), "
                     "more beyond. Previews use one span.",
                 ),
             ],

@@ -10,7 +10,7 @@ numbered row-major (time, then height, then width) and dealt round-robin to rank
 more tiles than ranks (tile i runs on rank i mod N) or fewer (idle ranks contribute zeros to the sum).
 
 NOTE [time tiles]: a clip longer than the model generates in one go (AUTO_TILE_FRAMES latent frames,
-about 20 s at 25 fps) is also cut along time, with the same overlap in latent frames. Each tile is
+20 seconds at 25 fps) is also cut along time, with the same overlap in latent frames. Each tile is
 handed to the model as a video of its own, so its positions start at zero in time as they do in
 space; the stage-1 audio the tile hears is cut to the tile's frames by ComfyUI's own mapping for
 context windows (LTXAV.map_context_window_to_modalities: video frame v <-> audio frames
@@ -52,7 +52,7 @@ AUTO = 0
 # spread evenly over 1, 2 or 4 GPUs.
 AUTO_TILE_CELLS = 24
 # Auto tiles along time hold at most this many latent frames before the overlap is added: 64 latent
-# frames = 505 pixel frames, about 20 s at 25 fps, the longest clip LTX-2 generates in one go; shorter
+# frames = 505 pixel frames, 20 seconds at 25 fps, the longest clip LTX-2 generates in one go; shorter
 # clips (and a 10 s clip through the temporal x2 upscaler: 2 x 31 - 1 = 61 frames) are not cut.
 AUTO_TILE_FRAMES = 64
 # LTX-2's VAE: one latent cell is 32 x 32 pixels (for messages only).
