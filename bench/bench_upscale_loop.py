@@ -19,7 +19,8 @@ CheckpointLoaderSimple's MODEL, in this process, after ours' workers are stopped
               upscaler and the upsampled latent) or natively the sampler alone (the upsampler's
               output is cached)
   new_clip    another stage-1 latent: ours' node upsamples again; natively upsampler + sampler
-  preview     ours with preview "centre tile" (the tile in the middle of the frame, whole clip)
+  preview     ours with preview "centre tile" (the tile in the middle of the frame, whole clip; a clip
+              over 64 latent frames "centre tile, first frames", its first 25 frames)
 each with first_step_s (call -> first progress update, which comes at the end of step 1), step_s
 (between later updates), setup_s = first_step_s - step_s (Queue to the start of step 1, less the
 executor's own milliseconds) and total_s. `difference`: the largest difference of ours' requeue
@@ -29,6 +30,12 @@ Real size: random weights written by bench/e2e_models.py's writers into --models
 LTX-2.3 22B checkpoint in the fp8 template file's layout, about 25 GB, and the x2 upscaler); the
 worker and native hold one copy each, one after the other. --tiny: `make-tiny --family 2.3`'s files,
 two CPU workers, float32 on both sides, a [1, 128, 3, 4, 6] latent and 11 text tokens.
+
+A long clip: --frames 625 (25 s at 25 fps, 79 latent frames) makes ours cut it into spans of frames
+(auto beyond 64 latent frames; --time-tiles sets the count), native denoises it whole:
+
+    COMFYUI_PATH=/path/to/ComfyUI python bench/bench_upscale_loop.py --models build/upscale23 \\
+        --frames 625 --repeats 1 --out upscale_loop_long.json
 """
 
 from __future__ import annotations
@@ -141,6 +148,17 @@ def model_files(args) -> tuple[Path, Path, dict]:
     )
 
 
+def clip_shape(shape: dict, frames: int | None) -> dict:
+    """`shape` with the clip's length set to `frames` (8k + 1 at 25 fps: one audio latent per frame)."""
+    if frames is None:
+        return shape
+    if frames < 1 or (frames - 1) % 8:
+        raise SystemExit(f"--frames {frames} is not 8k + 1 (e.g. 121, 625)")
+    b, c, _, h, w = shape["video"]
+    audio = shape["audio"]
+    return {**shape, "video": (b, c, (frames - 1) // 8 + 1, h, w), "audio": (*audio[:2], frames, audio[3])}
+
+
 def conditioning(tokens: int, width: int, seed: int) -> list:
     g = torch.Generator().manual_seed(seed)
     features = torch.randn(1, tokens, width, generator=g)
@@ -158,6 +176,7 @@ def run_ours(args, checkpoint: Path, upscaler: Path, shape: dict, width: int, st
     from ltx2_mgpu.nodes.loader import load_model
     from ltx2_mgpu.nodes.tdp_upscaler import tdp_upscale
     from ltx2_mgpu.workers.group.manager import get_manager
+    from ltx2_mgpu.workers.strategies.tiled import AUTO_TILE_FRAMES
 
     t0 = time.perf_counter()
     model, _native_model, info = load_model(checkpoint.name, args.devices, args.dtype)
@@ -168,11 +187,13 @@ def run_ours(args, checkpoint: Path, upscaler: Path, shape: dict, width: int, st
         latent = {"samples": comfy.nested_tensor.NestedTensor((video, audio))}
         (out,) = tdp_upscale(
             model, positive, negative, latent, upscaler.name, SAMPLER, 1.0, seed, "auto", 5,
-            sigmas=sigmas, preview=preview,
+            sigmas=sigmas, preview=preview, time_tiles=args.time_tiles,
         )  # fmt: skip
         return out["samples"].unbind()[0]
 
     video, audio = stage1(shape, 0)
+    # A centre tile over every frame of a long clip is one span of it all: its first frames then.
+    preview_mode = "centre tile" if shape["video"][2] <= AUTO_TILE_FRAMES else "centre tile, first frames"
     try:
         cold, _ = steps.time(lambda: call(video, audio, 0))
         load_s = time.perf_counter() - t0
@@ -186,7 +207,7 @@ def run_ours(args, checkpoint: Path, upscaler: Path, shape: dict, width: int, st
                 kept = out.float().cpu()
             other = stage1(shape, 1000 + i)
             new_clip.append(steps.time(lambda other=other, i=i: call(*other, 200 + i))[0])
-            preview.append(steps.time(lambda i=i: call(video, audio, 300 + i, "centre tile"))[0])
+            preview.append(steps.time(lambda i=i: call(video, audio, 300 + i, preview_mode))[0])
         result.update(requeue=median(requeue), new_clip=median(new_clip), preview=median(preview))
         result["world_size"] = model.world_size
     finally:
@@ -266,6 +287,8 @@ def main(argv: list[str] | None = None) -> dict:
     size.add_argument("--models", type=Path, help="ComfyUI models folder for the real-size random files")
     parser.add_argument("--devices", help="the MGPU Loader's gpus (default cuda:0; --tiny: cpu:2)")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--frames", type=int, help="the clip's frames, 8k + 1 (default 121; --tiny 17)")
+    parser.add_argument("--time-tiles", type=int, default=0, help="ours' spans of frames (0: auto)")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
     args.devices = args.devices or ("cpu:2" if args.tiny else "cuda:0")
@@ -280,7 +303,7 @@ def main(argv: list[str] | None = None) -> dict:
     checkpoint, upscaler, weights = model_files(args)
     folder_paths.add_model_folder_path("checkpoints", str(checkpoint.parent), is_default=True)
     folder_paths.add_model_folder_path("latent_upscale_models", str(upscaler.parent), is_default=True)
-    shape = TINY if args.tiny else REAL
+    shape = clip_shape(TINY if args.tiny else REAL, args.frames)
     from ltx2_mgpu.workers.wire.model_files import read_safetensors_header
 
     config = json.loads(read_safetensors_header(checkpoint).metadata["config"])
@@ -300,6 +323,7 @@ def main(argv: list[str] | None = None) -> dict:
         "stage1_latent": {"video": list(shape["video"]), "audio": list(shape["audio"])},
         "upscaled_latent": list(a.shape),
         "text_tokens": shape["tokens"],
+        "time_tiles": args.time_tiles or "auto",
         "sigmas": list(STAGE2_SIGMAS),
         "sampler": SAMPLER,
         "weights": weights,

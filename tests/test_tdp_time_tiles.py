@@ -145,6 +145,11 @@ def test_plan_tiles_time_for_the_full_run_and_not_for_a_preview(tmp_path):
         ValueError, match=r"largest tile has 246 video tokens \(41 frames x 6 cells\).* 1x1 tiles x 2"
     ):
         plan_tdp(TdpUpscale.from_wire(args | {"max_video_tokens": 200}))
+    # A centre-tile preview runs one span over every frame: too long, it names the preview that fits.
+    with pytest.raises(
+        ValueError, match=r"474 video tokens \(79 frames x 6 cells\).* Use preview 'centre tile, first"
+    ):
+        plan_tdp(TdpUpscale.from_wire(args | {"max_video_tokens": 200, "preview": "centre tile"}))
 
 
 def test_console_line_names_the_spans():

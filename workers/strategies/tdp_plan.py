@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from ...kernels import even_split
 from ..wire.model_files import read_checkpoint_config
-from ..wire.requests import PREVIEW_OFF, TdpUpscale
+from ..wire.requests import PREVIEW_BOTH, PREVIEW_OFF, TdpUpscale
 from . import tiled
 from .tdp_preview import PreviewRegion, preview_region
 
@@ -58,10 +58,19 @@ def plan_tdp(request: TdpUpscale) -> TdpPlan:
     )
     if tokens > max_video_tokens:
         largest = max(grid.tiles, key=lambda t: t.frames(frames) * t.h.size * t.w.size)
+        if region is not None and region.tile is not None:  # a preview runs one span: it cannot cut time
+            fix = (
+                f"Use preview '{PREVIEW_BOTH}' (its preview_frames only), more tiles (now {grid.describe()}), "
+                "or a lower stage-1 resolution."
+            )
+        else:
+            fix = (
+                f"Use more tiles (now {grid.describe()}), more time_tiles for a long clip, fewer frames, or a "
+                "lower stage-1 resolution."
+            )
         raise ValueError(
             f"the largest tile has {tokens:,} video tokens ({largest.frames(frames)} frames x "
-            f"{largest.h.size * largest.w.size} cells), over the limit of {max_video_tokens:,}. Use more tiles "
-            f"(now {grid.describe()}), more time tiles for a long clip, fewer frames, or a lower stage-1 resolution."
+            f"{largest.h.size * largest.w.size} cells), over the limit of {max_video_tokens:,}. {fix}"
         )
     plan = TdpPlan(grid, up_shape, region)
     if request.out_video is not None and tuple(request.out_video.shape) != plan.out_shape:
