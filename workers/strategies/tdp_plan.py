@@ -57,13 +57,14 @@ def plan_tdp(request: TdpUpscale) -> TdpPlan:
         else frames * region.tile.h.size * region.tile.w.size
     )
     if tokens > max_video_tokens:
-        largest = max(grid.tiles, key=lambda t: t.frames(frames) * t.h.size * t.w.size)
         if region is not None and region.tile is not None:  # a preview runs one span: it cannot cut time
+            largest = region.tile
             fix = (
                 f"Use preview '{PREVIEW_BOTH}' (its preview_frames only), more tiles (now {grid.describe()}), "
                 "or a lower stage-1 resolution."
             )
         else:
+            largest = max(grid.tiles, key=lambda t: t.frames(frames) * t.h.size * t.w.size)
             fix = (
                 f"Use more tiles (now {grid.describe()}), more time_tiles for a long clip, fewer frames, or a "
                 "lower stage-1 resolution."
