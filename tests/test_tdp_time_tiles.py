@@ -7,6 +7,7 @@ tests/test_comfy_tdp.py (time cases).
 from __future__ import annotations
 
 import itertools
+import json
 
 import pytest
 import torch
@@ -127,10 +128,15 @@ def test_ltx_core_engine_refuses_spans_and_says_what_to_change():
 
 
 def test_plan_tiles_time_for_the_full_run_and_not_for_a_preview(tmp_path):
-    from ltx2_mgpu.workers.embedded.tiny_ltx23 import write_tiny_temporal_upsampler
+    from safetensors.torch import save_file
+
+    from ltx2_mgpu.workers.embedded.tiny_ltx23 import tiny_ltx23_temporal_upsampler_config
     from ltx2_mgpu.workers.wire.requests import TdpUpscale
 
-    upscaler = write_tiny_temporal_upsampler(tmp_path / "temporal.safetensors")
+    # The plan reads only the file's config metadata: a stand-in tensor, no ComfyUI needed.
+    upscaler = tmp_path / "temporal.safetensors"
+    config = json.dumps(tiny_ltx23_temporal_upsampler_config())
+    save_file({"stand_in": torch.zeros(1)}, str(upscaler), metadata={"config": config})
     args = {
         "video": torch.zeros(1, 128, 40, 2, 3), "sigmas": torch.tensor([0.6, 0.0]),
         "positive": {"tensor": torch.zeros(1, 3, 8), "unprocessed": True}, "upscaler": str(upscaler),
