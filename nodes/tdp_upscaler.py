@@ -19,6 +19,7 @@ from ..workers.strategies.tiled import (
     make_grid,
     resolve_counts,
     resolve_time_tiles,
+    split_axis,
     upscaled_latent_shape,
 )
 from ..workers.wire.capabilities import capabilities, check_tdp_preview, check_tdp_time_tiles
@@ -97,9 +98,7 @@ def tdp_upscale(
     if preview == OFF:  # a preview's grid is the spatial one (tdp_plan.plan_tdp)
         spans = resolve_time_tiles(time_tiles, out_shape[2], overlap)
         check_tdp_time_tiles(caps, spans, out_shape[2])
-        make_grid(
-            (out_shape[3], out_shape[4]), (1, 1), overlap, out_shape[2], spans
-        )  # ValueError if it cannot
+        split_axis(out_shape[2], spans, overlap, "time")  # ValueError naming what fits
     else:  # the preview's output is the size of its region
         grid = node_grid(out_shape, tiles_h, tiles_w, overlap, mgpu_model)
         region = preview_region(preview, preview_frames, grid, out_shape)

@@ -93,7 +93,7 @@ class Tile:
     def shape(self, full_shape: tuple[int, ...]) -> tuple[int, int, int, int, int]:
         """[B, C, F, h, w] of this tile cut from a latent of `full_shape` [B, C, F, H, W]."""
         b, c, f = full_shape[:3]
-        return (b, c, f if self.t is None else self.t.size, self.h.size, self.w.size)
+        return (b, c, self.frames(f), self.h.size, self.w.size)
 
     def frames(self, total: int) -> int:
         """Latent frames the tile holds of a video of `total`."""
@@ -141,11 +141,6 @@ class TileGrid:
     def for_rank(self, rank: int, world_size: int) -> tuple[Tile, ...]:
         """Round-robin: tile i belongs to rank i mod world_size."""
         return tuple(t for t in self.tiles if t.index % world_size == rank)
-
-    @property
-    def largest_tile_cells(self) -> int:
-        """h * w of the largest tile (times its frames = its video token count)."""
-        return max(t.h.size * t.w.size for t in self.tiles)
 
     def largest_tile_tokens(self, total_frames: int) -> int:
         """Video tokens of the largest tile of a video of `total_frames` latent frames."""
