@@ -245,10 +245,12 @@ def write_x2_upscaler(path: Path, seed: int) -> Path:
     return path
 
 
-def real_ltx25_config(num_layers: int | None = None) -> dict:
+def real_ltx25_config(num_layers: int | None = None, connector_layers: int | None = None) -> dict:
     """The 2.5 transformer file's metadata "config" at real size: the 22B as ComfyUI builds it
     (random_model.FAMILY_CHANGES["2.5"] over the 19B config). The keyframe position embedding is
-    left out, as in the released layout (ComfyUI finds it by its key)."""
+    left out, as in the released layout (ComfyUI finds it by its key). `num_layers` /
+    `connector_layers`: fewer blocks and text-connector blocks at the same widths (a check; the eight
+    connector blocks are 4 of a one-block file's 5 GB)."""
     from ltx2_mgpu.workers.engine.comfy.random_model import family_config
     from ltx2_mgpu.workers.wire.released_configs import LTX2_19B_TRANSFORMER
 
@@ -256,6 +258,8 @@ def real_ltx25_config(num_layers: int | None = None) -> dict:
     transformer.pop("use_keyframes_abs_pos_embedding")
     if num_layers is not None:
         transformer["num_layers"] = num_layers
+    if connector_layers is not None:
+        transformer["connector_num_layers"] = connector_layers
     return {"transformer": transformer}
 
 
@@ -288,7 +292,12 @@ def write_ltx25_transformer(path: Path, config: dict, device, seed: int = 0) -> 
 
 
 def write_real_ltx25_models(
-    models: Path, device, num_layers: int | None = None, seed: int = 0, text_encoder: bool = True
+    models: Path,
+    device,
+    num_layers: int | None = None,
+    seed: int = 0,
+    text_encoder: bool = True,
+    connector_layers: int | None = None,
 ) -> Path:
     """Every file the LTX-2.5 t2v template loads, under the released names: the 22B int8 convrot
     transformer (about 23 GB) and Gemma 4 12B with its projection (bf16, about 24 GB) at real size,
@@ -298,7 +307,7 @@ def write_real_ltx25_models(
     from ltx2_mgpu.workers.embedded.tiny_ltx25_vae import tiny_audio_vae_25, tiny_video_vae_25
 
     _, released_25, _, _ = released_names()
-    config = real_ltx25_config(num_layers)
+    config = real_ltx25_config(num_layers, connector_layers)
     transformer = config["transformer"]
     paths = {
         "transformer": models / "diffusion_models" / released_25["diffusion_models"],

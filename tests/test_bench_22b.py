@@ -172,8 +172,8 @@ def test_an_unknown_weight_format_is_refused_before_any_worker_starts():
 
 @pytest.mark.comfyui
 def test_real_size_ltx25_files_are_what_comfyuis_loaders_load(comfy, tmp_path):
-    """bench/e2e_models.py --family 2.5 with one block and no Gemma 4 (ComfyUI builds only the whole
-    12B, a GPU's job): UNETLoader's loader takes the transformer file as LTX-2.5 at the 22B widths
+    """bench/e2e_models.py --family 2.5 with one block, one text-connector block and no Gemma 4 (ComfyUI
+    builds only the whole 12B, a GPU's job): UNETLoader's loader takes the transformer file as LTX-2.5 at the 22B widths
     (keyframe position embedding, video feed-forward without bias, every block Linear int8 convrot in
     the released groups of 256) and LatentUpscaleModelLoader's code takes the upscaler."""
     import json
@@ -185,11 +185,14 @@ def test_real_size_ltx25_files_are_what_comfyuis_loaders_load(comfy, tmp_path):
     from comfy.quant_ops import QuantizedTensor
 
     e2e = _load_bench_module("e2e_models")
-    models = e2e.write_real_ltx25_models(tmp_path, torch.device("cpu"), num_layers=1, text_encoder=False)
+    models = e2e.write_real_ltx25_models(
+        tmp_path, torch.device("cpu"), num_layers=1, text_encoder=False, connector_layers=1
+    )
     released = e2e.released_names()[1]
     patcher = comfy.sd.load_diffusion_model(str(models / "diffusion_models" / released["diffusion_models"]))
     net = patcher.model.diffusion_model
     assert type(net).__name__ == "LTXAVModel" and len(net.transformer_blocks) == 1
+    assert len(net.video_embeddings_connector.transformer_1d_blocks) == 1
     assert net.keyframes_abs_pos_embedding is not None and net.keyframes_abs_pos_embedding.shape == (1, 4096)
     block = net.transformer_blocks[0]
     assert block.ff.net[2].bias is None and block.audio_ff.net[2].bias is not None
