@@ -408,6 +408,10 @@ def main(argv=None) -> int:
     parser.add_argument("--models", type=Path, help="ComfyUI models folder (real size: bench/e2e_models.py)")
     parser.add_argument("--tiny", action="store_true", help="CPU, tiny files written into --scratch")
     parser.add_argument("--scratch", type=Path, default=Path("out/e2e/scratch"))
+    parser.add_argument(
+        "--tiny-made", nargs="+", default=(), metavar="DIR",
+        help="with --tiny: folders `ltx2-mgpu make-tiny --family 2.3` / `2.5` wrote (linked, not made again)",
+    )  # fmt: skip
     parser.add_argument("--gpus", default="0", help="our worker group's GPUs, as the loader takes them")
     parser.add_argument("--jobs", nargs="+", default=None, help="which jobs (default: all prepared)")
     parser.add_argument("--runs", type=int, default=1, help="timed runs per side (the fastest is reported)")
@@ -459,7 +463,8 @@ def main(argv=None) -> int:
     if args.tiny:
         from e2e_models import stage_tiny_models
 
-        models = stage_tiny_models(args.scratch / "models", Path(root))
+        made = tuple(Path(m).resolve() for m in args.tiny_made)
+        models = stage_tiny_models(args.scratch / "models", Path(root), made)
     elif models is None:
         parser.error("--models: the folder bench/e2e_models.py wrote")
     models = models.resolve()  # the workers resolve model paths from another working directory

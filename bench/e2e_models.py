@@ -25,21 +25,29 @@ def released_names() -> tuple[dict, dict, str, str]:
     return RELEASED_23, RELEASED_25, CHECKPOINT_23, DISTILLED_LORA_23
 
 
-def stage_tiny_models(models: Path, comfyui_root: Path) -> Path:
+def stage_tiny_models(models: Path, comfyui_root: Path, made: tuple[Path, ...] = ()) -> Path:
     """ComfyUI's models/ layout under `models`: the tiny 2.3 and 2.5 files and links under the names
-    the 2.3 / 2.5 templates load. Made once (kept between runs)."""
+    the 2.3 / 2.5 templates load. Made once (kept between runs). `made`: folders make-tiny wrote
+    before (--family 2.3 and 2.5), whose files are linked instead of making them again."""
     from ltx2_mgpu.workers.embedded.tiny_ltx25 import make_tiny_ltx25_paths
 
     released_25 = released_names()[1]
     done = models / "WEIGHTS.json"
     if done.exists():
         return models
+    for source in made:
+        for file in sorted(p for p in source.rglob("*") if p.is_file()):
+            link = models / file.relative_to(source)
+            link.parent.mkdir(parents=True, exist_ok=True)
+            if not link.exists():
+                link.symlink_to(file.resolve())
     env = {**os.environ, "COMFYUI_PATH": str(comfyui_root)}
-    for family in ("2.3", "2.5"):  # make-tiny writes the released names into ComfyUI's folders
+    # make-tiny writes the released names into ComfyUI's folders
+    for family in () if made else ("2.3", "2.5"):
         command = [sys.executable, "-m", "ltx2_mgpu.cli", "make-tiny", "--family", family, str(models)]
-        made = subprocess.run(command, capture_output=True, text=True, env=env, timeout=900)
-        if made.returncode != 0:
-            raise RuntimeError(f"`{' '.join(command)}` failed:\n{made.stderr[-3000:]}")
+        run = subprocess.run(command, capture_output=True, text=True, env=env, timeout=900)
+        if run.returncode != 0:
+            raise RuntimeError(f"`{' '.join(command)}` failed:\n{run.stderr[-3000:]}")
     tiny25 = make_tiny_ltx25_paths(models)
     # The 2.5 templates' names that make-tiny's files do not carry (the int8 transformer, the prompt
     # enhancer's Gemma): links to the files that stand in for them.

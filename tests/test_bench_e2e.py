@@ -34,8 +34,12 @@ def _bench(*args: str) -> subprocess.CompletedProcess:
     return done
 
 
-def test_e2e_bench_at_tiny_size_times_every_stage_with_matching_latents(pytestconfig, tmp_path_factory):
+def test_e2e_bench_at_tiny_size_times_every_stage_with_matching_latents(
+    pytestconfig, tmp_path_factory, tiny23, tiny25
+):
     work = tmp_path_factory.mktemp("e2e")
+    # The session's make-tiny folders (the bench would run make-tiny for both families again).
+    made = (tiny23.checkpoint.parent.parent, tiny25.video_vae.parent.parent)
     cache = templates_cache(pytestconfig, tmp_path_factory)
     _bench("--prepare", str(work), "--templates-cache", str(cache))
     out = work / "tiny.json"
@@ -43,6 +47,8 @@ def test_e2e_bench_at_tiny_size_times_every_stage_with_matching_latents(pytestco
         "--prompts",
         str(work / "prompts"),
         "--tiny",
+        "--tiny-made",
+        *map(str, made),
         "--scratch",
         str(work / "scratch"),
         "--out",
