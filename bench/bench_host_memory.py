@@ -3,8 +3,8 @@
 Starts the worker group on `--devices` (cpu:N, or GPUs such as 0,0,0 with --cap-gib), loads `--file` with
 `--weights`, and samples every 0.1 s: the workers' summed RSS (a page shared by several counts once per
 worker), summed PSS (a shared page split between its users: the host's real cost, from /proc/PID/smaps_rollup)
-and the host's MemAvailable (page cache of a memory-mapped file counts as available). Writes one JSON
-object per worker count to `--out`.
+and the host's MemAvailable (page cache of a memory-mapped file counts as available). Writes a run
+per worker count to `--out` (JSON).
 
     python bench/bench_host_memory.py --file model.gguf --workers 1 2 4 --out bench/results/host_memory.json
 
@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 import psutil
+from bench_report import finish
 
 from ltx2_mgpu.workers.group.manager import MGPUModel, get_manager
 from ltx2_mgpu.workers.wire.comfyui_root import check_comfyui_root
@@ -121,7 +122,13 @@ def main() -> None:
         results.append(measure(args.file, devices, args.weights, args.dtype, root))
         print(json.dumps(results[-1]))
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"file": str(args.file), "runs": results}, indent=1))
+    report = {
+        "file": args.file.name,
+        "dtype": args.dtype,
+        "comfyui": {"version": root.version},
+        "runs": results,
+    }
+    finish(report, args.out, None)  # the file and the command by name, not the machine's paths
 
 
 if __name__ == "__main__":
