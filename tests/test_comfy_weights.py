@@ -404,11 +404,19 @@ def test_the_weights_bench_runs_tiny_on_cpu(tmp_path, weights):
     assert all("ms" in row for result in report["options"].values() for row in result["sizes"].values())
 
 
+def _result_path(name: str) -> Path:
+    """bench/results/<name> with {card} the GPU's kind (h200, h100, ...): a run on another card keeps the
+    figures of the one before it."""
+    gpu = torch.cuda.get_device_name(0).lower()
+    card = next((kind for kind in ("h200", "h100", "a100", "l40s", "4090") if kind in gpu), "gpu")
+    return Path(__file__).resolve().parents[1] / "bench" / "results" / name.format(card=card)
+
+
 @pytest.mark.gpu
 def test_offloaded_22b_runs_under_a_24_gib_cap_on_one_gpu():
     """LTX-2.3 22B bf16 with two workers on one GPU, each capped at 24 GiB: offloaded steps at 6,144 and
     24,576 tokens, peak memory under the cap; replicated uncapped beside it (bench/results JSON)."""
-    out = Path(__file__).resolve().parents[1] / "bench" / "results" / "weights_22b_h200_shared.json"
+    out = _result_path("weights_22b_{card}_shared.json")
     # The random bf16 22B is built whole on the GPU by each worker (about 39 GiB) before any placement
     # applies: two fit an H200, not an 80 GB H100 (out of memory in the second build, whatever the option).
     if torch.cuda.get_device_properties(0).total_memory < 100 * 2**30:
@@ -427,7 +435,7 @@ def test_offloaded_22b_fp8_runs_under_a_16_gib_cap_on_one_gpu():
     """LTX-2.3 22B in the fp8 scaled format (the 2.3 template's file, 22 GB) with two workers on one GPU,
     each capped at 16 GiB: offloaded steps at 6,144 and 24,576 tokens under the cap; replicated uncapped
     beside it (bench/results JSON)."""
-    out = Path(__file__).resolve().parents[1] / "bench" / "results" / "weights_22b_fp8_h200_shared.json"
+    out = _result_path("weights_22b_fp8_{card}_shared.json")
     report = _bench_weights(["--devices", "cuda:0,cuda:0", "--cap-gib", "16", "--weights", "fp8",
                              "--options", "replicated", "offloaded", "--comfyui", str(comfyui_root()),
                              "--out", str(out)])  # fmt: skip
@@ -444,9 +452,7 @@ def test_layers_22b_fp8_runs_under_a_16_gib_cap_on_one_gpu():
     a GPU per worker; bench/results JSON). The ranges balance the blocks' bytes (block 0 and the last five
     are bf16, twice an fp8 block): 17 / 18 / 13 blocks, 6.5 GiB each, where the split by count (16 each)
     gave the last worker 7.6 GiB and it ran out of memory at 14,080 tokens (docs/NODES.md)."""
-    out = (
-        Path(__file__).resolve().parents[1] / "bench" / "results" / "weights_22b_fp8_layers_h200_shared.json"
-    )
+    out = _result_path("weights_22b_fp8_layers_{card}_shared.json")
     report = _bench_weights(["--devices", "cuda:0,cuda:0,cuda:0", "--cap-gib", "16", "--weights", "fp8",
                              "--options", "replicated", "offloaded", "layers", "--tokens", "6144", "14080",
                              "--repeats", "2", "--comfyui", str(comfyui_root()), "--out", str(out)])  # fmt: skip
