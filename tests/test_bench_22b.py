@@ -173,9 +173,9 @@ def test_an_unknown_weight_format_is_refused_before_any_worker_starts():
 @pytest.mark.comfyui
 def test_real_size_ltx25_files_are_what_comfyuis_loaders_load(comfy, tmp_path):
     """bench/e2e_models.py --family 2.5 with one block, one text-connector block and no Gemma 4 (ComfyUI
-    builds only the whole 12B, a GPU's job): UNETLoader's loader takes the transformer file as LTX-2.5 at the 22B widths
-    (keyframe position embedding, video feed-forward without bias, every block Linear int8 convrot in
-    the released groups of 256) and LatentUpscaleModelLoader's code takes the upscaler."""
+    builds only the whole 12B, a GPU's job): UNETLoader's loader takes the transformer file as LTX-2.5
+    at the 22B widths (keyframe position embedding, video feed-forward without bias, every block Linear
+    int8 convrot in the released groups of 256) and LatentUpscaleModelLoader's code takes the upscaler."""
     import json
 
     import comfy.ops
