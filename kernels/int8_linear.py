@@ -6,17 +6,18 @@ Same contract as comfy_kitchen's `int8_linear` (x [..., K] in bf16 / fp16, weigh
 float32 per output row or a scalar, convrot rotation in groups of 256 on the input): the pack's two Triton
 kernels (int8_triton.py) replace its three steps:
 
-- `quantize_rows`: the rotation and row-wise quantization in one kernel, two passes per row block
-  (comfy_kitchen's fused kernel reads a 16,384-wide row at a fifth of the GPU's memory rate on an H200:
-  bench/results/int8_linear_h200.json).
+- `quantize_rows`: the rotation and row-wise quantization in one kernel, two passes per row block, the
+  rotation as a fast Walsh-Hadamard transform in registers (comfy_kitchen's fused kernel, and ours
+  before as a tensor-core product with the 256 x 256 matrix, spent as long on the rotation as on
+  reading the rows: bench/results/int8_linear_h200.json, int8_linear_h100.json).
 - `int8_gemm_dequant`: the int8 product on Hopper's int8 warpgroup MMA with the row and column scales
   and the bias applied to the int32 accumulator before it leaves the registers.
 
 NOTE [convrot quantization numerics]: y = x @ H per group of 256 in float32 (H's entries are +-1/16, so
-each product is exact), scale = max(max_k |y|, 127e-30) / 127, q = round_half_even(y / scale) clamped
-to [-128, 127]: comfy_kitchen's reference (eager) quantization of a float32 x, value for value but where
-float32 summation order flips a rounding. comfy_kitchen rounds y and y / scale to a bf16 x's dtype on
-the way, and its CUDA kernel differs from its reference again; for a bf16 x the three agree on the int8
+each product is exact; the kernel sums in the transform's four stages), scale = max(max_k |y|, 127e-30)
+/ 127, q = round_half_even(y / scale) clamped to [-128, 127]: comfy_kitchen's reference (eager)
+quantization of a float32 x, value for value but where float32 summation order flips a rounding.
+comfy_kitchen rounds y and y / scale to a bf16 x's dtype on the way, and its CUDA kernel differs from its reference again; for a bf16 x the three agree on the int8
 value within 2 steps (bench/results/int8_linear_h200.json: 1.3-2.9% of the values differ from the CUDA
 kernel's), which moves the output within the int8 format's own rounding.
 
@@ -85,8 +86,6 @@ def quantize_rows(x: torch.Tensor, rotate: bool) -> tuple[torch.Tensor, torch.Te
     m, k = x.shape
     if k % CONVROT_GROUP or x.stride(1) != 1:
         raise ValueError(f"quantize_rows: x {tuple(x.shape)} must be K-contiguous with K a multiple of 256")
-    dot_fp32 = x.dtype == torch.float32 or os.environ.get("TRITON_INTERPRET") == "1"
-    h = _hadamard(x.device, torch.float32 if dot_fp32 else x.dtype, rotate)
     q = torch.empty((m, k), dtype=torch.int8, device=x.device)
     scale = torch.empty((m, 1), dtype=torch.float32, device=x.device)
 
@@ -94,26 +93,17 @@ def quantize_rows(x: torch.Tensor, rotate: bool) -> tuple[torch.Tensor, torch.Te
         return (-(-m // meta["BLOCK"]),)
 
     int8_triton.rotate_quantize_rows[grid](
-        x, h, q, scale, m, k, _m_bucket(m), x.stride(0), q.stride(0),
-        MIN_SCALE=MIN_SCALE, DOT_FP32=dot_fp32,
+        x, q, scale, m, k, _m_bucket(m), x.stride(0), q.stride(0),
+        MIN_SCALE=MIN_SCALE, ROTATE=rotate, GATHER=os.environ.get("TRITON_INTERPRET") == "1",
     )  # fmt: skip
     return q, scale
 
 
-_HADAMARDS: dict = {}
-
-
-def _hadamard(device: torch.device, dtype: torch.dtype, rotate: bool) -> torch.Tensor:
-    """comfy_kitchen's normalised regular Hadamard matrix of 256 (the identity without rotation)."""
-    key = (str(device), dtype, rotate)
-    if key not in _HADAMARDS:
-        h4 = torch.tensor([[1, 1, 1, -1], [1, 1, -1, 1], [1, -1, 1, 1], [-1, 1, 1, 1]], dtype=torch.float64)
-        h = h4
-        for _ in range(3):
-            h = torch.kron(h, h4)
-        h = h / 16 if rotate else torch.eye(256, dtype=torch.float64)
-        _HADAMARDS[key] = h.to(device=device, dtype=dtype)
-    return _HADAMARDS[key]
+def hadamard4() -> torch.Tensor:
+    """The regular Hadamard matrix of 4 the quantization kernel applies along each axis of a group of 256
+    seen as 4 x 4 x 4 x 4 (int8_triton._h4_along): comfy_kitchen's rotation of 256 is H4 (x) H4 (x) H4
+    (x) H4 / 16 (tests/test_int8_kernels.py)."""
+    return torch.tensor([[1, 1, 1, -1], [1, 1, -1, 1], [1, -1, 1, 1], [-1, 1, 1, 1]], dtype=torch.float64)
 
 
 def int8_gemm_dequant(

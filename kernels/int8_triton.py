@@ -77,9 +77,9 @@ def int8_gemm_dequant(
     tl.store(out_ptr + offs_m[:, None] * stride_om + offs_n[None, :], out, mask=mask)
 
 
+# (rows per program, warps): the butterfly holds a row block's 256-feature group in registers.
 QUANT_CONFIGS = [
-    triton.Config({"BLOCK": bm}, num_stages=s, num_warps=w)
-    for bm, s, w in ((16, 2, 4), (32, 2, 4), (64, 2, 4), (64, 3, 4), (64, 3, 8), (128, 2, 8))
+    triton.Config({"BLOCK": rows}, num_warps=warps) for rows, warps in ((4, 2), (8, 4), (16, 8), (32, 8))
 ]
 
 
@@ -92,40 +92,61 @@ def _round_half_even(v):
     return tl.where(is_tie & is_odd, r - 1.0, r)
 
 
+@triton.jit
+def _h4_along(v, AXIS: tl.constexpr, GATHER: tl.constexpr):
+    # H4 (entries +-1, -1 on the antidiagonal) applied along AXIS (of size 4): y_j = sum_i x_i - 2 x_(3-j).
+    # The reversal x_(3-j) is tl.flip on the GPU (2.3x faster there than tl.gather on an H100);
+    # Triton's interpreter runs flip's xor-reduction element by element in Python (seconds a tile), so
+    # there (GATHER) it takes the same values with tl.gather.
+    if GATHER:
+        j = 3 - tl.arange(0, 4)
+        if AXIS == 1:
+            at = j[None, :, None, None, None]
+        elif AXIS == 2:
+            at = j[None, None, :, None, None]
+        elif AXIS == 3:
+            at = j[None, None, None, :, None]
+        else:
+            at = j[None, None, None, None, :]
+        reversed_ = tl.gather(v, tl.broadcast_to(at, v.shape), AXIS)
+    else:
+        reversed_ = tl.flip(v, AXIS)
+    return tl.sum(v, axis=AXIS, keep_dims=True) - 2.0 * reversed_
+
+
+@triton.jit
+def _rotate(x, BLOCK: tl.constexpr, GATHER: tl.constexpr):
+    # comfy_kitchen's H of 256 is H4 (x) H4 (x) H4 (x) H4 / 16: a group of 256 features as a 4 x 4 x 4 x 4
+    # tensor per row, H4 applied along each axis in float32 (a fast Walsh-Hadamard transform: 8 adds per
+    # value where the dense product takes 256 multiply-adds), then / 16 (exact).
+    v = x.to(tl.float32).reshape(BLOCK, 4, 4, 4, 4)
+    v = _h4_along(_h4_along(_h4_along(_h4_along(v, 1, GATHER), 2, GATHER), 3, GATHER), 4, GATHER)
+    return v.reshape(BLOCK, 256) * 0.0625
+
+
 @triton.autotune(configs=QUANT_CONFIGS, key=["M_BUCKET", "K"])
 @triton.jit
 def rotate_quantize_rows(
-    x_ptr, h_ptr, q_ptr, scale_ptr, M, K, M_BUCKET, stride_xm, stride_qm,
-    MIN_SCALE: tl.constexpr, DOT_FP32: tl.constexpr, BLOCK: tl.constexpr,
+    x_ptr, q_ptr, scale_ptr, M, K, M_BUCKET, stride_xm, stride_qm,
+    MIN_SCALE: tl.constexpr, ROTATE: tl.constexpr, GATHER: tl.constexpr, BLOCK: tl.constexpr,
 ):  # fmt: skip
     # NOTE [convrot quantization numerics] in int8_linear.py. Two passes over the row block: the row
-    # maximum, then the quantized values (x read twice, q written once). The rotation is a product with
-    # H on the tensor cores, [BLOCK, 256] @ [256, 256] per group of 256 features: H's entries are
-    # +-1/16 (exact in bf16), so each product is exact and the sums float32. Without rotation H = I.
-    # DOT_FP32 (a float32 x, and Triton's interpreter, which cannot multiply bf16 tiles) multiplies in
-    # float32: the same products, summed in another order.
+    # maximum, then the quantized values (x read twice, q written once), the rotation in registers.
     rows = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     in_rows = rows < M
     cols = tl.arange(0, 256)
-    h = tl.load(h_ptr + cols[:, None] * 256 + cols[None, :])
     x_rows = x_ptr + rows[:, None].to(tl.int64) * stride_xm
     q_rows = q_ptr + rows[:, None].to(tl.int64) * stride_qm
     amax = tl.zeros([BLOCK], dtype=tl.float32)
     for start in range(0, K, 256):
         x = tl.load(x_rows + start + cols[None, :], mask=in_rows[:, None], other=0.0)
-        if DOT_FP32:
-            y = tl.dot(x.to(tl.float32), h, out_dtype=tl.float32, input_precision="ieee")
-        else:
-            y = tl.dot(x, h, out_dtype=tl.float32)
+        y = _rotate(x, BLOCK, GATHER) if ROTATE else x.to(tl.float32)
         amax = tl.maximum(amax, tl.max(tl.abs(y), axis=1))
     scale = tl.maximum(amax / 127.0, MIN_SCALE)
     tl.store(scale_ptr + rows, scale, mask=in_rows)
     inverse = 1.0 / scale
     for start in range(0, K, 256):
         x = tl.load(x_rows + start + cols[None, :], mask=in_rows[:, None], other=0.0)
-        if DOT_FP32:
-            y = tl.dot(x.to(tl.float32), h, out_dtype=tl.float32, input_precision="ieee")
-        else:
-            y = tl.dot(x, h, out_dtype=tl.float32)
+        y = _rotate(x, BLOCK, GATHER) if ROTATE else x.to(tl.float32)
         q = tl.minimum(tl.maximum(_round_half_even(y * inverse[:, None]), -128.0), 127.0)
         tl.store(q_rows + start + cols[None, :], q.to(tl.int8), mask=in_rows[:, None])
