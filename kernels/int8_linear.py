@@ -17,9 +17,10 @@ NOTE [convrot quantization numerics]: y = x @ H per group of 256 in float32 (H's
 each product is exact; the kernel sums in the transform's four stages), scale = max(max_k |y|, 127e-30)
 / 127, q = round_half_even(y / scale) clamped to [-128, 127]: comfy_kitchen's reference (eager)
 quantization of a float32 x, value for value but where float32 summation order flips a rounding.
-comfy_kitchen rounds y and y / scale to a bf16 x's dtype on the way, and its CUDA kernel differs from its reference again; for a bf16 x the three agree on the int8
-value within 2 steps (bench/results/int8_linear_h200.json: 1.3-2.9% of the values differ from the CUDA
-kernel's), which moves the output within the int8 format's own rounding.
+comfy_kitchen rounds y and y / scale to a bf16 x's dtype on the way, and its CUDA kernel differs from
+its reference again; for a bf16 x the three agree on the int8 value within 2 steps
+(bench/results/int8_linear_h200.json: 1.3-2.9% of the values differ from the CUDA kernel's), which
+moves the output within the int8 format's own rounding.
 
 NOTE [quantized input reuse]: attention's q, k, v and gate projections take the same input tensor; the
 input's quantization is kept for the next call while the caller holds that same tensor unchanged
