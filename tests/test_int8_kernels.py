@@ -51,7 +51,7 @@ INTERPRETED = textwrap.dedent(
     from ltx2_mgpu.kernels import int8_linear as ours, int8_triton
 
     int8_triton.int8_gemm_dequant.configs = int8_triton.int8_gemm_dequant.configs[-1:]  # one tile config
-    int8_triton.rotate_quantize_rows.configs = int8_triton.rotate_quantize_rows.configs[-1:]  # fewest programs
+    int8_triton.rotate_quantize_rows.configs = int8_triton.rotate_quantize_rows.configs[-1:]  # fewest tiles
     g = torch.Generator().manual_seed(0)
     out = {}
     for m, k, n, bias in ((40, 512, 48, True), (1, 256, 8, False), (67, 768, 33, True)):
