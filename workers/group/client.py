@@ -284,6 +284,11 @@ class WorkerGroup:
                             WorkerDied(f"worker rank {rank} is gone ({exc})", rank=rank, job_id=job_id)
                         )
                 return self._collect(job_id, on_progress, should_cancel, timeout_s, abort_on_cancel)
+            except BaseException:
+                # The workers may have been ended under this job by the process's exit (shutdown.py
+                # NOTE [exit]): block instead of raising into the host while it finalizes.
+                shutdown.wait_if_exiting()
+                raise
             finally:
                 for name in names:
                     shm.unlink(name)
@@ -368,7 +373,9 @@ class WorkerGroup:
         return [results[r] for r in range(self.world_size)]
 
     def _fail(self, error: WorkerGroupError) -> None:
-        """Stop the whole group and raise `error` (fatal path)."""
+        """Stop the whole group and raise `error` (fatal path). During the process's exit the workers
+        are already being ended (shutdown.end_all_groups): block as NOTE [exit] says instead."""
+        shutdown.wait_if_exiting()
         self._teardown(kill=True)
         raise error
 

@@ -7,7 +7,9 @@ without taking any lock:
    so that a second Ctrl+C arriving during the rest cannot leave any; a job thread that is still
    running cannot create one after the sweep;
 2. every live group's workers get SIGTERM, and SIGKILL after EXIT_GRACE_S (at once on a second Ctrl+C);
-3. the job thread, if any, waits for the end of the process (`wait_if_exiting`) rather than raise:
+3. the job thread, if any, waits for the end of the process (`wait_if_exiting`) rather than raise,
+   wherever it would leave the job (client.py: `run`, `_fail`; the workers ending under it make it
+   fail at any point of its wait, not only where it checks first):
    an error raised into ComfyUI runs its error report, which formats the node's input tensors while
    the interpreter finalizes, and that aborted the process ("Fatal Python error: Aborted", a core dump
    on some systems) in a Ctrl+C mid-run here.
