@@ -85,6 +85,7 @@ class WorkerGroup:
             try:
                 self._start(timeout_s)
             except BaseException:
+                shutdown.wait_if_exiting()  # ended under its start by the process's exit: NOTE [exit]
                 self._teardown(kill=True)
                 raise
             shutdown.track(self)
