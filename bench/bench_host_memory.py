@@ -14,6 +14,7 @@ Needs a ComfyUI (COMFYUI_PATH) and, for .gguf files, the ComfyUI-GGUF pack (LTX2
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import threading
 import time
@@ -55,8 +56,14 @@ class Sampler(threading.Thread):
         self.min_available = available_bytes()
 
     def workers(self) -> list[psutil.Process]:
-        marker = "ltx2_mgpu.workers.rank.entry"
-        return [p for p in psutil.Process().children(recursive=True) if marker in " ".join(p.cmdline())]
+        # Spawned workers carry the entry in their command line; forked CPU workers only their name.
+        marker, name = "ltx2_mgpu.workers.rank.entry", "ltx2-worker"
+        out = []
+        for p in psutil.Process().children(recursive=True):
+            with contextlib.suppress(psutil.Error):
+                if p.name() == name or marker in " ".join(p.cmdline()):
+                    out.append(p)
+        return out
 
     def sample(self) -> tuple[int, int]:
         procs = self.workers()

@@ -37,8 +37,11 @@ COMFYUI_PATH_ENV = "COMFYUI_PATH"
 # The folder name users clone the pack into; ComfyUI reports nodes as custom_nodes.<folder>.
 PACK_FOLDER = "ComfyUI-LTX2-MultiGPU"
 PACK_ROOT = Path(__file__).resolve().parent.parent
-# Worker processes carry this in their command line (workers/group/launcher.py BOOTSTRAP).
+# Spawned worker processes carry this in their command line (workers/group/launcher.py BOOTSTRAP);
+# forked ones (workers/group/forked_workers.py) have the fork server's, and both name themselves
+# WORKER_NAME (their /proc comm).
 WORKER_MARKER = "ltx2_mgpu.workers.rank.entry"
+WORKER_NAME = "ltx2-worker"
 # ComfyUI 0.33 boots in ~15 s on a 16-core machine and ~35 s on the 2-core CI box (measured).
 BOOT_TIMEOUT_S = 180.0
 # SIGINT (Ctrl+C) is how users stop ComfyUI; main.py then exits its event loop and runs atexit.
@@ -367,7 +370,9 @@ def worker_processes(parent_pid: int) -> list[psutil.Process]:
 
 def is_live_worker(process: psutil.Process) -> bool:
     try:
-        return process.status() != psutil.STATUS_ZOMBIE and WORKER_MARKER in " ".join(process.cmdline())
+        if process.status() == psutil.STATUS_ZOMBIE:
+            return False
+        return process.name() == WORKER_NAME or WORKER_MARKER in " ".join(process.cmdline())
     except (psutil.NoSuchProcess, psutil.AccessDenied):
         return False
 

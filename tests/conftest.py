@@ -199,16 +199,9 @@ def workflow_server(_workflow_server_for_the_session) -> Iterator:
 
 def worker_children() -> list[psutil.Process]:
     """Live worker processes started by this test process (zombies excluded)."""
-    out = []
-    for child in psutil.Process().children(recursive=True):
-        try:
-            if child.status() != psutil.STATUS_ZOMBIE and "ltx2_mgpu.workers.rank.entry" in " ".join(
-                child.cmdline()
-            ):
-                out.append(child)
-        except psutil.NoSuchProcess:
-            continue
-    return out
+    from comfyui_harness import is_live_worker
+
+    return [child for child in psutil.Process().children(recursive=True) if is_live_worker(child)]
 
 
 def assert_no_leaks(timeout_s: float = 10.0) -> None:
@@ -313,29 +306,57 @@ def fake_comfy(monkeypatch):
     return state, InterruptProcessingException
 
 
-def _rank_then_exit(rank: int, fn, *args: object) -> None:
-    """Run fn(rank, *args), then end the process as the pack's workers do (workers/rank/entry.py):
-    os._exit once the output is flushed, skipping interpreter teardown, where gloo's destructors can
-    abort a finished rank ("terminate called without an active exception", seen once in a CI run on
-    the loaded 2-core machine). A raised error still reaches torch.multiprocessing's error file."""
+def _rank_then_exit(rank: int, env: dict[str, str], fn, *args: object) -> None:
+    """Run fn(rank, *args) under the test's environment `env` (a forked rank has the fork server's),
+    then end the process as the pack's workers do (workers/rank/entry.py): os._exit once the output is
+    flushed, skipping interpreter teardown, where gloo's destructors can abort a finished rank
+    ("terminate called without an active exception", seen once in a CI run on the loaded 2-core
+    machine). A raised error still reaches torch.multiprocessing's error file."""
+    os.environ.clear()
+    os.environ.update(env)
     fn(rank, *args)
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)
 
 
+def _ensure_fork_server() -> None:
+    """Start multiprocessing's fork server with tests/rank_preload.py imported (it finds tests/ on
+    PYTHONPATH: the server does not take this process's sys.path for its preloads)."""
+    import multiprocessing
+    from multiprocessing import forkserver
+
+    multiprocessing.set_forkserver_preload(["rank_preload"])
+    saved = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path(__file__).parent), saved]))
+    try:
+        forkserver.ensure_running()
+    finally:
+        if saved is None:
+            del os.environ["PYTHONPATH"]
+        else:
+            os.environ["PYTHONPATH"] = saved
+
+
 def run_ranks(fn, world_size: int, tmp_path: Path, *args: object, timeout_s: float) -> None:
-    """Run fn(rank, world_size, init_file, *args) in `world_size` spawned processes (torch.multiprocessing);
-    re-raise a failure, and kill them and fail when they take longer than `timeout_s`."""
+    """Run fn(rank, world_size, init_file, *args) in `world_size` processes (torch.multiprocessing);
+    re-raise a failure, and kill them and fail when they take longer than `timeout_s`.
+
+    Where torch sees no GPU, the processes are forked from multiprocessing's fork server, which has
+    imported torch and ComfyUI's model side once (tests/rank_preload.py); else spawned (a child forked
+    after CUDA was touched cannot use it)."""
     import torch.multiprocessing as mp
 
+    method = "spawn" if torch.cuda.is_available() else "forkserver"
+    if method == "forkserver":
+        _ensure_fork_server()
     init_file = tmp_path / f"rdzv-{fn.__name__}-{world_size}"
     ctx = mp.start_processes(
         _rank_then_exit,
-        args=(fn, world_size, str(init_file), *args),
+        args=(dict(os.environ), fn, world_size, str(init_file), *args),
         nprocs=world_size,
         join=False,
-        start_method="spawn",
+        start_method=method,
     )
     for _ in range(int(timeout_s)):
         if ctx.join(timeout=1.0):

@@ -35,14 +35,16 @@ DEMO_TIMEOUT_S = 600
 # Loaded first by every Python process of the run (a sitecustomize on PYTHONPATH, which the workers
 # inherit): records each absolute import that our own code does (an import statement in a file under
 # ROOT, whether or not another package imported the module before), as "<top-level name> <file>"
-# lines, one file per process. Third-party packages' own imports are their installers' business.
+# lines, one file per process (a CPU worker forked from the fork server records what it imports after
+# the fork; the server, what they share). Third-party packages' own imports are their installers'
+# business.
 IMPORT_PROBE = """
 import builtins, os, sys
 
 ROOT = os.path.realpath(os.environ["DEMO_PACK_ROOT"]) + os.sep
 # Installed packages are not ours, even in a virtual environment made inside the checkout (CI's .venv).
 INSTALLED = tuple({os.path.realpath(p) + os.sep for p in (sys.prefix, sys.base_prefix)})
-OUT = os.path.join(os.environ["DEMO_IMPORTS_DIR"], f"{os.getpid()}.txt")
+OUT = os.environ["DEMO_IMPORTS_DIR"]
 _seen = set()
 _import = builtins.__import__
 
@@ -56,7 +58,8 @@ def _recording_import(name, globals=None, locals=None, fromlist=(), level=0):
             # (not "<frozen importlib._bootstrap>", which realpath would put in the current directory)
             where = os.path.realpath(importer) if os.path.isabs(importer) else ""
             if where.startswith(ROOT) and not where.startswith(INSTALLED):
-                with open(OUT, "a") as f:
+                # (per pid at the time: a forked worker's imports after the fork go to a file of its own)
+                with open(os.path.join(OUT, f"{os.getpid()}.txt"), "a") as f:
                     f.write(f"{key[0]} {importer}\\n")
     return _import(name, globals, locals, fromlist, level)
 
@@ -106,6 +109,7 @@ def test_demo_on_a_fresh_clone_needs_only_the_packages_dependencies(tmp_path):
     assert shm.list_segments(demo.pid) == [], "the demo left shared-memory segments in /dev/shm"
 
     files = sorted(imports.glob("*.txt"))
+    # the demo, and its 2 workers (spawned, or forked from a fork server that recorded what they share)
     assert len(files) >= 3, f"the probe saw {len(files)} processes; the demo runs itself and 2 workers"
     imported: dict[str, str] = {}  # top-level name -> a file of ours that imports it
     for file in files:

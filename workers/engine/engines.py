@@ -24,3 +24,16 @@ def make_engine(name: str) -> Engine:
 
         return LtxCoreEngine()
     raise AssertionError(f"capabilities() accepted an engine without a maker: {name}")
+
+
+def preload_comfy(comfyui_root: str) -> None:
+    """Import ComfyUI's model side at `comfyui_root` for CPU ranks, and our engine over it, ahead of the
+    first load (the fork server's preload: workers/group/forked_workers.py NOTE [fork server]). The
+    path is kept as given: the load request carries the same string and import_comfyui compares them."""
+    import torch
+
+    from ..wire.comfyui_root import ComfyUIRoot
+    from .comfy.bootstrap import import_comfyui
+
+    import_comfyui(ComfyUIRoot(comfyui_root, "unknown"), torch.device("cpu"))
+    from .comfy import engine  # noqa: F401

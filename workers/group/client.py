@@ -36,7 +36,7 @@ from ..wire.errors import (
     WorkerGroupError,
     WorkerHung,
 )
-from . import console, kept_slots, shutdown
+from . import console, forked_workers, kept_slots, shutdown
 from .failures import exit_text, job_failure, out_of_step
 from .launcher import Placement, worker_command, worker_env
 
@@ -48,11 +48,16 @@ class WorkerGroup:
     """One process per rank, started with subprocess from a clean environment. Not thread-safe by
     design beyond its own lock: one job at a time."""
 
-    def __init__(self, placement: Placement, *, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, placement: Placement, *, env: dict[str, str] | None = None, comfyui_root: str = ""
+    ) -> None:
+        """`comfyui_root`: the ComfyUI the ranks will import, if known now; CPU workers are then forked
+        with its model side already imported (forked_workers.py NOTE [fork server])."""
         self.placement = placement
         self._env_extra = env or {}
+        self._comfyui_root = comfyui_root
         self._lock = threading.RLock()
-        self._procs: list[subprocess.Popen] = []
+        self._procs: list[subprocess.Popen | forked_workers.ForkedWorker] = []
         self._conns: list[Connection] = []
         self._control: protocol.ControlBlock | None = None
         self._control_name: str | None = None
@@ -106,6 +111,7 @@ class WorkerGroup:
         acceptor = threading.Thread(target=_accept, args=(listener, self.world_size, accepted), daemon=True)
         acceptor.start()
         env = worker_env(self.placement, self._env_extra)
+        forking = forked_workers.enabled(self.placement.devices)
         for rank, device in enumerate(self.placement.devices):
             boot = {
                 "rank": rank,
@@ -120,9 +126,17 @@ class WorkerGroup:
                 "owner_pid": os.getpid(),
                 "threads": self.placement.threads_per_rank() if device == "cpu" else 0,
             }
-            proc = subprocess.Popen(
-                worker_command(), stdin=subprocess.PIPE, cwd=self._workdir, env=env, start_new_session=True
-            )
+            proc: subprocess.Popen | forked_workers.ForkedWorker | None = None
+            if forking:
+                proc = forked_workers.start_worker(env, str(self._workdir), self._comfyui_root)
+            if proc is None:
+                proc = subprocess.Popen(
+                    worker_command(),
+                    stdin=subprocess.PIPE,
+                    cwd=self._workdir,
+                    env=env,
+                    start_new_session=True,
+                )
             assert proc.stdin is not None
             proc.stdin.write((_json_line(boot)).encode())
             proc.stdin.flush()  # stdin stays open: its EOF tells the worker that we are gone

@@ -167,7 +167,7 @@ class GroupManager:
                 group = None
             if group is None:
                 env = {**launcher.comfyui_attention_env(), **self.env}  # the tests' env wins
-                group = client.WorkerGroup(model.placement, env=env).start()
+                group = client.WorkerGroup(model.placement, env=env, comfyui_root=model.comfyui_root).start()
                 self._group, self._loaded, self._engine = group, None, None
             if self._loaded != base:
                 self._loaded = None

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from ..wire import protocol, shm
 from ..wire.config import HEARTBEAT_INTERVAL_S, OWNER_EXIT_WAIT_S
+from ..wire.fork_protocol import WORKER_NAME, set_process_name
 from ..wire.pack_folder import keep_pack_folder_off_sys_path
 
 
@@ -58,6 +59,7 @@ def _heartbeat(control: protocol.ControlBlock, rank: int) -> None:
 
 def main() -> None:
     keep_pack_folder_off_sys_path()  # before the engines import transformers: NOTE [pack folder]
+    set_process_name(WORKER_NAME)  # forked or spawned, `ps` and the tests see the same name
     boot = json.loads(sys.stdin.buffer.readline().decode())
     threading.Thread(
         target=_exit_when_parent_dies,
