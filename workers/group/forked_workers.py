@@ -13,9 +13,12 @@ it for each worker. What a spawned worker relies on stays true of a forked one:
   session are the ones `WorkerGroup` asks for; OMP_NUM_THREADS, read by torch at import, is not part
   of the server's key: the rank sets its thread count itself (runtime.py);
 - nothing is running in the server but its one thread when it forks (no pool threads to lose).
+Being a subreaper also makes the UI process the parent of any other orphaned descendant (left as a
+zombie until it exits); it is set only where CPU workers are forked, never on a machine with a GPU.
 GPU ranks are always spawned, and so are CPU ranks on a machine where torch sees a GPU: the CUDA
-runtime cannot be used in a child forked after the parent touched it. `LTX2_MGPU_FORK_SERVER=0` spawns every worker. A server that fails to start or preload is
-not asked again for its key; its workers are spawned, and report the failure as spawned ones do.
+runtime cannot be used in a child forked after the parent touched it. `LTX2_MGPU_FORK_SERVER=0`
+spawns every worker. A server that fails to start or preload is not asked again for its key; its
+workers are spawned, and report the failure as spawned ones do.
 """
 
 from __future__ import annotations
@@ -42,15 +45,8 @@ _PER_RANK_ENV = ("OMP_NUM_THREADS", "PYTEST_CURRENT_TEST")
 # own, the rest shared with its workers).
 MAX_SERVERS = 3
 _PR_SET_CHILD_SUBREAPER = 36
-_SERVER_BOOTSTRAP = (
-    "import sys, importlib.util as u\n"
-    "root = sys.argv[1]\n"
-    "if 'ltx2_mgpu' not in sys.modules:\n"
-    "    spec = u.spec_from_file_location('ltx2_mgpu', root + '/__init__.py', submodule_search_locations=[root])\n"
-    "    sys.modules['ltx2_mgpu'] = u.module_from_spec(spec)\n"
-    "from ltx2_mgpu.workers.rank.fork_server import main\n"
-    "main()\n"
-)
+# A fork takes milliseconds; this bounds a server stuck in one (then dropped, its workers spawned).
+FORK_TIMEOUT_S = 30.0
 
 
 class ForkedWorker:
@@ -120,7 +116,7 @@ class ForkServer:
         if ready is None or ready.get("kind") != "ready":
             self.close()
             raise OSError(f"the fork server did not start: {ready}")
-        self.sock.settimeout(None)
+        self.sock.settimeout(FORK_TIMEOUT_S)  # a server that hangs is dropped; its workers are spawned
 
     def fork(self, env: dict[str, str], cwd: str) -> ForkedWorker:
         read_end, write_end = os.pipe()
@@ -206,9 +202,7 @@ def start_worker(env: dict[str, str], cwd: str, comfyui_root: str) -> ForkedWork
             server = None
         if server is None:
             try:
-                server = ForkServer(
-                    [sys.executable, "-c", _SERVER_BOOTSTRAP, _pack_root()], env, comfyui_root
-                )
+                server = ForkServer(_server_command(), env, comfyui_root)
             except OSError:
                 _refused.add(key)
                 return None
@@ -232,7 +226,7 @@ def close_all() -> None:
             _servers.popitem()[1].close()
 
 
-def _pack_root() -> str:
-    from .launcher import PACK_ROOT
+def _server_command() -> list[str]:
+    from .launcher import PACK_ROOT, bootstrap
 
-    return str(PACK_ROOT)
+    return [sys.executable, "-c", bootstrap("ltx2_mgpu.workers.rank.fork_server"), str(PACK_ROOT)]

@@ -12,17 +12,24 @@ import torch
 
 from ..wire.model_call import ATTENTION_ENV, registered_name
 
-# The worker's first lines: import the pack under the name "ltx2_mgpu" from its folder (ComfyUI
-# imports it under a path-derived name), then run the rank's entry (workers/rank/entry.py).
-BOOTSTRAP = (
-    "import sys, importlib.util as u\n"
-    "root = sys.argv[1]\n"
-    "if 'ltx2_mgpu' not in sys.modules:\n"
-    "    spec = u.spec_from_file_location('ltx2_mgpu', root + '/__init__.py', submodule_search_locations=[root])\n"
-    "    sys.modules['ltx2_mgpu'] = u.module_from_spec(spec)\n"
-    "from ltx2_mgpu.workers.rank.entry import main\n"
-    "main()\n"
-)
+
+def bootstrap(module: str) -> str:
+    """`python -c` code that imports the pack from argv[1] under the name "ltx2_mgpu" (ComfyUI imports
+    it under a path-derived name) and runs `module`'s main()."""
+    return (
+        "import sys, importlib.util as u\n"
+        "root = sys.argv[1]\n"
+        "if 'ltx2_mgpu' not in sys.modules:\n"
+        "    spec = u.spec_from_file_location(\n"
+        "        'ltx2_mgpu', root + '/__init__.py', submodule_search_locations=[root])\n"
+        "    sys.modules['ltx2_mgpu'] = u.module_from_spec(spec)\n"
+        f"from {module} import main\n"
+        "main()\n"
+    )
+
+
+# A spawned worker's first lines: the rank's entry (workers/rank/entry.py).
+BOOTSTRAP = bootstrap("ltx2_mgpu.workers.rank.entry")
 
 
 PACK_ROOT = Path(__file__).resolve().parents[2]
