@@ -26,6 +26,7 @@ from bench_report import finish
 from ltx2_mgpu.workers.group.manager import MGPUModel, get_manager
 from ltx2_mgpu.workers.wire.comfyui_root import check_comfyui_root
 from ltx2_mgpu.workers.wire.comfyui_root import find_comfyui_root as _find
+from ltx2_mgpu.workers.wire.fork_protocol import WORKER_NAME
 
 GIB = 2**30
 SAMPLE_S = 0.1
@@ -57,11 +58,11 @@ class Sampler(threading.Thread):
 
     def workers(self) -> list[psutil.Process]:
         # Spawned workers carry the entry in their command line; forked CPU workers only their name.
-        marker, name = "ltx2_mgpu.workers.rank.entry", "ltx2-worker"
+        marker = "ltx2_mgpu.workers.rank.entry"
         out = []
         for p in psutil.Process().children(recursive=True):
             with contextlib.suppress(psutil.Error):
-                if p.name() == name or marker in " ".join(p.cmdline()):
+                if p.name() == WORKER_NAME or marker in " ".join(p.cmdline()):
                     out.append(p)
         return out
 

@@ -219,13 +219,6 @@ def start_worker(env: dict[str, str], cwd: str, comfyui_root: str) -> ForkedWork
         return None
 
 
-def close_all() -> None:
-    """End every fork server (their workers live on: they are this process's children)."""
-    with _servers_lock:
-        while _servers:
-            _servers.popitem()[1].close()
-
-
 def _server_command() -> list[str]:
     from .launcher import PACK_ROOT, bootstrap
 

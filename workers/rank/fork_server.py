@@ -18,7 +18,7 @@ import struct
 import sys
 import traceback
 
-from ..wire.fork_protocol import SERVER_NAME, WORKER_NAME, recv_message, send_message, set_process_name
+from ..wire.fork_protocol import SERVER_NAME, recv_message, send_message, set_process_name
 
 
 def preload(comfyui_root: str) -> None:
@@ -44,14 +44,21 @@ def _become_worker(request: dict, fds: list[int], server_sock: socket.socket) ->
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])
-    set_process_name(WORKER_NAME)
-    from .entry import main
+    from .entry import main  # names the process, as in a spawned worker
 
     main()
 
 
 def _fork(request: dict, fds: list[int], server_sock: socket.socket) -> int:
     """Fork a worker through a middle process that exits at once; returns the worker's pid."""
+    try:
+        return _fork_twice(request, fds, server_sock)
+    finally:
+        for fd in fds:  # the worker holds its own copies
+            os.close(fd)
+
+
+def _fork_twice(request: dict, fds: list[int], server_sock: socket.socket) -> int:
     read_pid, write_pid = os.pipe()
     sys.stdout.flush()
     sys.stderr.flush()
@@ -75,8 +82,6 @@ def _fork(request: dict, fds: list[int], server_sock: socket.socket) -> int:
     data = os.read(read_pid, 4)
     os.close(read_pid)
     os.waitpid(middle, 0)  # once it is gone, the worker's parent is the UI process
-    for fd in fds:
-        os.close(fd)
     if len(data) != 4:
         raise OSError("the fork server's middle process ended without a worker")
     return struct.unpack("!i", data)[0]
