@@ -21,7 +21,9 @@ Cond+uncond batch with audio (121 frames at 24 fps), 6,144 and 24,576 video toke
 update), (b) the engine's CFG model call. Reported per path: step times, peak GPU memory
 (torch.cuda.max_memory_allocated over the timed steps, per GPU for worker groups), the FLOPs of one step
 (bench/av_flops.py, formula in its docstring) and MFU against the H200's dense peak of the weight
-format (bf16 989, fp8 / int8 1979 TFLOP/s). With --sp-devices, (a) and (b) also run sequence-parallel
+format (bf16 989, fp8 / int8 1979 TFLOP/s). --accuracy also compares (a)'s denoised prediction with
+(c)'s and measures (c)'s own difference between two batchings of the same step (cond and uncond in one
+batch, and each alone): the yardstick our difference from native is held to. With --sp-devices, (a) and (b) also run sequence-parallel
 on those GPUs. Writes JSON (--out).
 
 On one H200. Each call should stay well inside 10 minutes: the 22B blocks are the 19B's (18.56B against
@@ -47,6 +49,7 @@ import importlib.util
 import json
 import os
 import platform
+import tempfile
 from pathlib import Path
 
 import torch
@@ -74,12 +77,14 @@ def native_in_process(
     weights: str,
     cfg: float = 4.0,
     attention: str = "",
+    accuracy: bool = False,
 ) -> dict[int, dict]:
     """(c): ComfyUI imported here, the random model built and sampled in this process:
     {tokens: {"ms": [...], "peak_memory_gib": ...}}; with `attention` (a registered attention function)
     also the steps with it, as ComfyUI's ModelAttentionBackend sets it ("attention_ms"), and the error of
     its denoised prediction against the default attention's ("attention_error": per stream, of the
-    largest magnitude)."""
+    largest magnitude); with `accuracy` the denoised prediction itself ("denoised", kept out of the
+    JSON) and native's own difference between two batchings ("native_batching_error")."""
     from ltx2_mgpu.workers.engine.comfy.bootstrap import import_comfyui
 
     import_comfyui(root, device)
@@ -107,13 +112,15 @@ def native_in_process(
         out[tokens] = {"ms": times, "peak_memory_gib": peak}
         if attention:
             out[tokens].update(attention_run(patcher, inputs, repeats, device, cfg, attention))
+        if accuracy:
+            out[tokens].update(batching_run(patcher, inputs, cfg))
         print(
             json.dumps(
                 {
                     "path": "native_comfyui_in_process",
                     "weights": weights,
                     "video_tokens": tokens,
-                    **out[tokens],
+                    **{k: v for k, v in out[tokens].items() if k != "denoised"},
                 }
             ),
             flush=True,
@@ -126,6 +133,32 @@ def native_in_process(
     if device.type == "cuda":
         torch.cuda.empty_cache()
     return out
+
+
+def relative_errors(reference: list, other: list) -> list[float]:
+    """Per stream: the largest difference over the reference's largest magnitude."""
+    return [float((a - b).abs().max() / a.abs().max()) for a, b in zip(reference, other)]
+
+
+def batching_run(patcher, inputs: tuple, cfg: float) -> dict:
+    """Native's denoised prediction as ComfyUI batches it (cond and uncond in one batch where memory
+    allows) and its difference from the same prediction with each pass run alone: how far two batchings
+    of the same job drift apart natively, the yardstick for our path's difference from native."""
+    import comfy.model_patcher
+
+    from ltx2_mgpu.workers.engine.comfy.bench import denoised
+
+    batched = denoised(patcher, inputs, cfg)
+    if cfg == 1.0:  # one pass: there is no second batching to compare with
+        return {"denoised": batched}
+    free = comfy.model_patcher.ModelPatcher.get_free_memory
+    # ComfyUI batches the passes only when its memory estimate fits the free memory it is told of
+    comfy.model_patcher.ModelPatcher.get_free_memory = lambda self, device: 0
+    try:
+        alone = denoised(patcher, inputs, cfg)
+    finally:
+        comfy.model_patcher.ModelPatcher.get_free_memory = free
+    return {"denoised": batched, "native_batching_error": relative_errors(batched, alone)}
 
 
 def attention_run(patcher, inputs: tuple, repeats: int, device, cfg: float, name: str) -> dict:
@@ -147,7 +180,7 @@ def attention_run(patcher, inputs: tuple, repeats: int, device, cfg: float, name
     times = time_steps(patched, inputs, repeats, device, cfg=cfg)
     peak = torch.cuda.max_memory_allocated(device) / GIB if device.type == "cuda" else 0.0
     reference, chosen = denoised(patcher, inputs, cfg), denoised(patched, inputs, cfg)
-    errors = [float((a - b).abs().max() / a.abs().max()) for a, b in zip(reference, chosen)]
+    errors = relative_errors(reference, chosen)
     return {"attention_ms": times, "attention_peak_memory_gib": peak, "attention_error": errors}
 
 
@@ -164,13 +197,15 @@ def worker_paths(
     cuda_graphs: bool = False,
     attention: str = "",
     compile_blocks: bool = False,
+    denoised_dir: Path | None = None,
 ) -> dict:
     """(a), and (b) when `with_ltxcore`, on groups of `devices` (one per engine): {tokens: {"comfy_worker_ms",
     ...}}; with `cuda_graphs` (a) also with the blocks replayed from CUDA graphs ("comfy_worker_graphs_ms");
     with `attention` (a) also with that attention function, as a ModelAttentionBackend MODEL's calls
     name it ("comfy_worker_attention_ms", graphs as `cuda_graphs` says); with `compile_blocks` (a) also
     with the blocks torch.compile'd ("comfy_worker_compiled_ms", and with graphs too
-    "comfy_worker_compiled_graphs_ms"; the warm-up step compiles)."""
+    "comfy_worker_compiled_graphs_ms"; the warm-up step compiles); with `denoised_dir` the default run's
+    denoised prediction too ("denoised", loaded from the file rank 0 saves there)."""
     group = WorkerGroup(Placement(tuple(devices.split(",")))).start()
     out: dict[int, dict] = {tokens: {} for tokens in shapes}
     try:
@@ -202,7 +237,10 @@ def worker_paths(
                     comfy_worker_attention_ms=chosen[0]["times_ms"],
                     comfy_attention_backend_calls=chosen[0]["attention_backend_calls"],
                 )
-            replies = group.run("comfy_bench_step", args)
+            saved = "" if denoised_dir is None else str(denoised_dir / f"denoised_{tokens}.pt")
+            replies = group.run("comfy_bench_step", {**args, "denoised_path": saved})
+            if saved:
+                out[tokens]["denoised"] = torch.load(saved)
             out[tokens].update(
                 comfy_worker_ms=replies[0]["times_ms"],
                 comfy_exchange=loaded[0]["exchange"],
@@ -217,7 +255,7 @@ def worker_paths(
                         "devices": devices,
                         "weights": weights,
                         "video_tokens": tokens,
-                        **out[tokens],
+                        **{k: v for k, v in out[tokens].items() if k != "denoised"},
                     }
                 ),
                 flush=True,
@@ -251,8 +289,9 @@ def one_format(args, root, config: dict, shapes: dict, device, dtype, weights: s
     # ltx-core's bench forward always runs cond+uncond: only at the default cfg.
     with_ltxcore = args.family == "2" and weights == "bf16" and args.cfg != 1.0
     native = native_in_process(
-        root, config, shapes, device, dtype, args.repeats, weights, args.cfg, args.attention
+        root, config, shapes, device, dtype, args.repeats, weights, args.cfg, args.attention, args.accuracy
     )
+    scratch = tempfile.TemporaryDirectory(prefix="ltx2-step-") if args.accuracy else None
     one = worker_paths(
         str(device),
         root,
@@ -266,7 +305,10 @@ def one_format(args, root, config: dict, shapes: dict, device, dtype, weights: s
         args.cuda_graphs,
         args.attention,
         args.compile,
+        None if scratch is None else Path(scratch.name),
     )
+    if scratch is not None:
+        scratch.cleanup()
     cases = []
     for tokens in shapes:
         # av_step_flops counts cond+uncond; cfg 1 runs the cond pass only.
@@ -277,8 +319,12 @@ def one_format(args, root, config: dict, shapes: dict, device, dtype, weights: s
             "native_comfyui_in_process_ms": native[tokens]["ms"],
             "native_peak_memory_gib": native[tokens]["peak_memory_gib"],
             **{f"native_{k}": v for k, v in native[tokens].items() if k.startswith("attention")},
-            **one[tokens],
+            **{k: v for k, v in one[tokens].items() if k != "denoised"},
         }
+        if args.accuracy:  # our prediction against native's, beside native's own batching drift
+            row["comfy_worker_error"] = relative_errors(native[tokens]["denoised"], one[tokens]["denoised"])
+            if "native_batching_error" in native[tokens]:
+                row["native_batching_error"] = native[tokens]["native_batching_error"]
         base = median(native[tokens]["ms"])
         row["comfy_worker_over_native"] = median(row["comfy_worker_ms"]) / base
         row["mfu_native"] = mfu(flops, base, weights)
@@ -380,6 +426,12 @@ def main(argv: list[str] | None = None) -> dict:
         help="also time (a) with compile_blocks (NOTE [compiled blocks]; with --cuda-graphs, both together)",
     )
     parser.add_argument("--repeats", type=int, default=3, help="timed steps per path and size")
+    parser.add_argument(
+        "--accuracy",
+        action="store_true",
+        help="also compare our denoised prediction with native's, beside native's own difference "
+        "between batching cond and uncond together and alone (per stream, of the largest magnitude)",
+    )
     parser.add_argument(
         "--cfg",
         type=float,

@@ -218,16 +218,17 @@ def test_real_size_ltx25_files_are_what_comfyuis_loaders_load(comfy, tmp_path):
 
 @pytest.mark.comfyui
 def test_the_step_bench_measures_an_attention_backend_tiny_on_cpu(comfy, tmp_path):
-    """bench_comfy_step --attention on the CPU (sub_quad: registered by every ComfyUI): native and our
-    worker time the steps with it, the worker's reply shows it ran there, and its error against the
-    default attention is measured (float32: rounding only)."""
+    """bench_comfy_step --attention --accuracy on the CPU (sub_quad: registered by every ComfyUI): native
+    and our worker time the steps with it, the worker's reply shows it ran there, and its error against
+    the default attention is measured (float32: rounding only); our denoised prediction is compared with
+    native's, beside native's difference between batching cond and uncond together and apart."""
     import sys
 
     sys.path.insert(0, str(BENCH))
     try:
         bench = _load_bench_module("bench_comfy_step")
         report = bench.main(["--tiny", "--family", "2.3", "--repeats", "1", "--attention", "sub_quad",
-                             "--comfyui", COMFYUI, "--out", str(tmp_path / "step.json")])  # fmt: skip
+                             "--accuracy", "--comfyui", COMFYUI, "--out", str(tmp_path / "step.json")])  # fmt: skip
     finally:
         sys.path.remove(str(BENCH))
     assert report["attention"] == "sub_quad"
@@ -236,3 +237,8 @@ def test_the_step_bench_measures_an_attention_backend_tiny_on_cpu(comfy, tmp_pat
     assert len(case["comfy_worker_attention_ms"]) == len(case["native_attention_ms"]) == 1
     assert all(0 <= error < 1e-5 for error in case["native_attention_error"]), case["native_attention_error"]
     assert case["comfy_worker_attention_speedup"] > 0 and case["native_attention_speedup"] > 0
+    # two streams (video, audio); float32 on one CPU rank: ComfyUI's forward, rounding apart at most
+    assert len(case["comfy_worker_error"]) == len(case["native_batching_error"]) == 2
+    assert all(0 <= error < 1e-5 for error in case["comfy_worker_error"] + case["native_batching_error"]), (
+        case
+    )

@@ -703,6 +703,9 @@ class ComfyBenchStep(Request):
     cuda_graphs: bool = False  # the blocks replayed from CUDA graphs where they apply (NOTE [call graphs])
     attention: str = ""  # a registered ComfyUI attention function (NOTE [attention backend]); "": default
     compile: bool = False  # the blocks torch.compile'd (NOTE [compiled blocks]); the warm-up step compiles
+    # after the timed steps rank 0 saves the guided clean-latent prediction (engine/comfy/bench.denoised)
+    # here with torch.save: the bench compares it with native's (its accuracy figures)
+    denoised_path: str = ""
 
     def check(self) -> None:
         if len(self.video_shape) != 5:

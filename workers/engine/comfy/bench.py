@@ -222,6 +222,10 @@ def bench_step(model: ComfyModel, job: Job, request: ComfyBenchStep) -> dict:
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     times = time_steps(patcher, inputs, request.repeats, device, on_step=job.check_cancel, cfg=request.cfg)
+    if request.denoised_path:
+        prediction = denoised(patcher, inputs, request.cfg)  # every rank runs it: SP needs them all
+        if job.rank == 0:
+            torch.save(prediction, request.denoised_path)
     shape = request.video_shape
     return {
         "times_ms": times,
