@@ -55,7 +55,7 @@ from pathlib import Path
 import torch
 from av_flops import H200_PEAK_FLOPS, av_step_flops, mfu
 from bench_report import finish
-from bench_step import AUDIO_FRAMES, SHAPES, TINY, TINY_SHAPES, matmul_tflops, median
+from step_sizes import AUDIO_FRAMES, SHAPES, TINY, TINY_SHAPES, matmul_tflops, median
 
 from ltx2_mgpu.workers.group.client import WorkerGroup
 from ltx2_mgpu.workers.group.launcher import Placement

@@ -33,7 +33,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from bench_report import finish  # noqa: E402
-from bench_step import AUDIO_FRAMES, SHAPES  # noqa: E402
+from step_sizes import AUDIO_FRAMES, SHAPES  # noqa: E402
 
 from ltx2_mgpu.workers.wire.comfyui_root import COMFYUI_PATH_ENV, check_comfyui_root  # noqa: E402
 from ltx2_mgpu.workers.wire.released_configs import LTX2_19B_TRANSFORMER  # noqa: E402

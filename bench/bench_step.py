@@ -22,6 +22,7 @@ import time
 
 import torch
 from ltx_core.model.transformer.modality import Modality
+from step_sizes import AUDIO_FRAMES, SHAPES, TINY, TINY_SHAPES, matmul_tflops, median
 
 from ltx2_mgpu.workers.embedded.tiny_model import tiny_checkpoint_config
 from ltx2_mgpu.workers.engine.ltxcore import latents
@@ -29,35 +30,6 @@ from ltx2_mgpu.workers.engine.ltxcore.bench import random_transformer
 from ltx2_mgpu.workers.group.client import WorkerGroup
 from ltx2_mgpu.workers.group.launcher import Placement
 from ltx2_mgpu.workers.wire.released_configs import LTX2_19B_TRANSFORMER
-
-# (frames, height, width) in pixels -> latent (F, H, W): 512x768x121 -> 16x16x24 = 6,144 tokens;
-# 1024x1536x121 -> 16x32x48 = 24,576 tokens (the LTX-2 VAE and patchifier).
-SHAPES = {6144: (1, 128, 16, 16, 24), 24576: (1, 128, 16, 32, 48)}
-AUDIO_FRAMES = 126  # 121 frames at 24 fps
-TINY = {
-    "num_layers": 2,
-    "num_attention_heads": 8,
-    "attention_head_dim": 16,
-    "audio_num_attention_heads": 8,
-    "audio_attention_head_dim": 8,
-    "cross_attention_dim": 128,
-    "audio_cross_attention_dim": 64,
-    "caption_channels": 64,
-}
-TINY_SHAPES = {96: (1, 128, 4, 4, 6)}
-
-
-def matmul_tflops(device: torch.device, n: int = 8192, repeats: int = 10) -> float:
-    a = torch.randn(n, n, device=device, dtype=torch.bfloat16)
-    b = torch.randn(n, n, device=device, dtype=torch.bfloat16)
-    for _ in range(3):
-        a @ b
-    torch.cuda.synchronize(device)
-    start = time.perf_counter()
-    for _ in range(repeats):
-        a @ b
-    torch.cuda.synchronize(device)
-    return 2 * n**3 * repeats / (time.perf_counter() - start) / 1e12
 
 
 def step_flops(config: dict, tokens: int, audio_tokens: int, batch: int = 2, context: int = 1024) -> float:
@@ -151,10 +123,6 @@ def time_sp(devices: str, config: dict, shapes: dict, dtype: torch.dtype, repeat
             print(json.dumps({"video_tokens": case["video_tokens"], **row}), flush=True)
     finally:
         group.stop()
-
-
-def median(xs: list[float]) -> float:
-    return sorted(xs)[len(xs) // 2]
 
 
 def main() -> None:

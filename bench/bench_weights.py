@@ -42,7 +42,7 @@ from pathlib import Path
 
 import torch
 from bench_report import finish
-from bench_step import AUDIO_FRAMES, SHAPES, TINY, TINY_SHAPES, median
+from step_sizes import AUDIO_FRAMES, SHAPES, TINY, TINY_SHAPES, median
 
 from ltx2_mgpu.workers.group.client import WorkerGroup
 from ltx2_mgpu.workers.group.launcher import Placement

@@ -21,6 +21,7 @@ specification, not ours. Only the standard library here (the server tests run in
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import subprocess
@@ -65,9 +66,16 @@ def fetch_templates(cache_dir: Path, python: str = sys.executable) -> Path:
     on first use (a wheel from the package index, unpacked there)."""
     folder = cache_dir / f"{TEMPLATES_PACKAGE}-{TEMPLATES_VERSION}"
     templates = folder / TEMPLATES_FOLDER
-    if templates.is_dir():
-        return templates
     folder.mkdir(parents=True, exist_ok=True)
+    # Test processes running side by side (pytest -n) download once: the first holds the lock.
+    with open(cache_dir / f"{folder.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not templates.is_dir():
+            _download(folder, python)
+    return templates
+
+
+def _download(folder: Path, python: str) -> None:
     spec = f"{TEMPLATES_PACKAGE}=={TEMPLATES_VERSION}"
     command = [
         python,
@@ -96,7 +104,6 @@ def fetch_templates(cache_dir: Path, python: str = sys.executable) -> Path:
         )
     with zipfile.ZipFile(wheels[-1]) as wheel:
         wheel.extractall(folder)
-    return templates
 
 
 def load_template(templates: Path, name: str) -> dict:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -17,9 +18,17 @@ VIDEO_SHAPE, AUDIO_FRAMES = [1, 128, 4, 4, 6], 126
 
 
 def _load_bench_module(name: str):
+    """bench/NAME.py as its script imports it: bench/ on sys.path for its sibling modules."""
     spec = importlib.util.spec_from_file_location(name, BENCH / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    added = str(BENCH) not in sys.path
+    if added:
+        sys.path.insert(0, str(BENCH))
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        if added:
+            sys.path.remove(str(BENCH))
     return module
 
 

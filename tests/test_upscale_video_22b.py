@@ -162,14 +162,14 @@ def test_a_temporal_upscaler_on_a_one_frame_clip_is_refused_by_name(server):
     write_video(server.layout.base / "input" / "one-frame.mp4", WIDTH, HEIGHT, 1, audio=True)
     graph = graph_of("ltx2_3_mgpu_upscale_video_temporal", video="one-frame.mp4")
     run_to_error(server, graph)  # the encoded latent stays in ComfyUI's cache (its segment with it)
-    before = set(shm.list_segments())
+    before = set(shm.list_segments(server.pid))
     error = run_to_error(server, graph)
     print(f"\n[server] {error['exception_type']}: {error['exception_message'].strip()}")
     assert error["node_type"] == "LTX2TDPUpscaler" and error["exception_type"] == "ValueError"
     message = error["exception_message"]
     assert "ltx-2.3-temporal-upscaler-x2-1.0.safetensors is a temporal upscaler" in message
     assert "at least 9 video frames" in message
-    assert set(shm.list_segments()) <= before, "the refused run left a segment in /dev/shm"
+    assert set(shm.list_segments(server.pid)) <= before, "the refused run left a segment in /dev/shm"
     assert before, "no segment of the encoded latent: the check above would prove nothing"
 
 
