@@ -220,7 +220,7 @@ class BlockGraphs:
                 out = original(local)
             except Exception as exc:
                 self._close(failed=True)
-                log.info(
+                log.warning(  # in the worker's console: a forward that stays eager is slower
                     "transformer blocks not captured as a CUDA graph (%s: %s); eager", type(exc).__name__, exc
                 )
                 raise CaptureAborted from exc
