@@ -206,7 +206,8 @@ def worker_paths(
     with the blocks torch.compile'd ("comfy_worker_compiled_ms", and with graphs too
     "comfy_worker_compiled_graphs_ms"; the warm-up step compiles); with `denoised_dir` the default run's
     denoised prediction too ("denoised", loaded from the file rank 0 saves there)."""
-    group = WorkerGroup(Placement(tuple(devices.split(",")))).start()
+    # comfyui_root: CPU workers are forked with ComfyUI already imported (NOTE [fork server])
+    group = WorkerGroup(Placement(tuple(devices.split(","))), comfyui_root=root.path).start()
     out: dict[int, dict] = {tokens: {} for tokens in shapes}
     try:
         loaded = group.run(

@@ -131,7 +131,7 @@ def main(argv: list[str] | None = None) -> dict:
     }
     if device.type == "cuda":
         report["gpu"] = torch.cuda.get_device_name(device)
-    group = WorkerGroup(Placement(devices)).start()
+    group = WorkerGroup(Placement(devices), comfyui_root=root.path).start()  # CPU workers forked with it
     cases = []
     try:
         group.run(

@@ -84,7 +84,7 @@ def one_option(
     if option == "sharded" and len(set(cuda)) < len(cuda):
         return {"skipped": "sharded needs one GPU per worker: NCCL refuses two ranks on one GPU"}
     capped = option != "replicated" and cap_bytes > 0
-    group = WorkerGroup(Placement(tuple(devices.split(",")))).start()
+    group = WorkerGroup(Placement(tuple(devices.split(","))), comfyui_root=root.path).start()
     try:
         loaded = group.run(
             "comfy_load_random_model",

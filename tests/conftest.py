@@ -232,8 +232,14 @@ def make_group() -> Iterator[Callable[..., WorkerGroup]]:
     """Start groups on demand; every one is stopped at the end and leaks are checked."""
     groups: list[WorkerGroup] = []
 
-    def start(devices: str = "cpu:2", **settings: float) -> WorkerGroup:
-        group = WorkerGroup(parse_devices(devices))
+    def start(devices: str = "cpu:2", comfyui_root: str | None = None, **settings: float) -> WorkerGroup:
+        # The ComfyUI the tests load from (None: COMFYUI_PATH's, as the requests name it), so CPU workers
+        # are forked with it imported (NOTE [fork server]); "" for none.
+        if comfyui_root is None:
+            comfyui_root = (
+                str(Path(os.environ["COMFYUI_PATH"]).resolve()) if os.environ.get("COMFYUI_PATH") else ""
+            )
+        group = WorkerGroup(parse_devices(devices), comfyui_root=comfyui_root)
         for name, value in settings.items():
             setattr(group, name, value)
         groups.append(group.start())

@@ -121,7 +121,7 @@ def test_node_inputs_are_typed_with_tooltips_and_limits():
 
 
 def test_workers_never_import_comfyui(make_group):
-    group = make_group("cpu:1")
+    group = make_group("cpu:1", comfyui_root="")  # a group that was given no ComfyUI to run
     assert group.run("ping")[0]["comfyui_modules"] == []
 
 
