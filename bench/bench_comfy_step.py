@@ -23,8 +23,8 @@ update), (b) the engine's CFG model call. Reported per path: step times, peak GP
 (bench/av_flops.py, formula in its docstring) and MFU against the H200's dense peak of the weight
 format (bf16 989, fp8 / int8 1979 TFLOP/s). --accuracy also compares (a)'s denoised prediction with
 (c)'s and measures (c)'s own difference between two batchings of the same step (cond and uncond in one
-batch, and each alone): the yardstick our difference from native is held to. With --sp-devices, (a) and (b) also run sequence-parallel
-on those GPUs. Writes JSON (--out).
+batch, and each alone): the yardstick our difference from native is held to. With --sp-devices, (a)
+and (b) also run sequence-parallel on those GPUs. Writes JSON (--out).
 
 On one H200. Each call should stay well inside 10 minutes: the 22B blocks are the 19B's (18.56B against
 18.53B parameters), so a bf16 step should take about the 19B's 0.8 s at 6,144 tokens and 5 s at 24,576,

@@ -67,7 +67,7 @@ def fetch_templates(cache_dir: Path, python: str = sys.executable) -> Path:
     folder = cache_dir / f"{TEMPLATES_PACKAGE}-{TEMPLATES_VERSION}"
     templates = folder / TEMPLATES_FOLDER
     folder.mkdir(parents=True, exist_ok=True)
-    # Test processes running side by side (pytest -n) download once: the first holds the lock.
+    # Test sessions running side by side download once: the first holds the lock, the others wait.
     with open(cache_dir / f"{folder.name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not templates.is_dir():
