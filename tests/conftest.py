@@ -12,6 +12,12 @@ import types
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+# Before torch loads OpenMP (read once per process; every process the suite starts inherits it): idle
+# OpenMP threads sleep instead of spinning. The suite runs several CPU ranks, ComfyUI servers and the
+# test process on two cores, where spinning threads take the cores from the process with work to do:
+# about 8% of the wall time of the rank-heavy modules (docs/DEVELOPERS.md).
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 import psutil
 import pytest
 import torch

@@ -1,6 +1,6 @@
 """The files-variants matrix (issue 39): each of our nodes against native ComfyUI on the same file, for
 the same weights written in every layout ComfyUI 0.33 accepts (tests/file_variants.py), LTX-2, 2.3 and
-2.5, 1 and 2 CPU workers (opt-in: COMFYUI_PATH).
+2.5, on 1 and 2 CPU workers (opt-in: COMFYUI_PATH).
 
 Per variant: native ComfyUI loads it with its own loader node in this process (UNETLoader or
 CheckpointLoaderSimple, VAELoader, LatentUpscaleModelLoader, load_clip as LTXAVTextEncoderLoader and
@@ -11,7 +11,10 @@ loader refuses the file (a variant marked `refused`, checked against ComfyUI her
 before any work with one line naming the file. The table of errors is printed (-s) per component.
 
 Speed: one worker group per worker count for the whole module (a new file only reloads the model in the
-running group); smallest shapes (8 video tokens, one sampling step); native files load once.
+running group); smallest shapes (8 video tokens, one sampling step); native files load once. A file's
+layout is read the same way whatever the worker count, so each accepted variant runs on one of the two
+groups (`dealt`): the first of each list on both, the others alternating. Every variant meets native
+once, and every release runs on both worker counts. Refusals cost no work and are checked on both.
 ComfyUI cannot build Gemma at a small size by itself (it sizes Gemma 3 / 4 for 12B): the native side gets
 each small Gemma's sizes through model_options' `_model_config` and its head sizes as class constants,
 what any native run of such a file needs; nothing else changes (tests/comfyui_test_shims does the same).
@@ -122,6 +125,17 @@ def ranks(request, native) -> Iterator[int]:
     yield request.param
     get_manager().unload()
     assert_no_leaks()
+
+
+def dealt(variants, ranks: int) -> list:
+    """The variants of one list this group runs (module docstring): the first accepted one on every
+    group, the i-th after it on RANKS[(i - 1) % len(RANKS)]; refused ones on every group."""
+    variants, runs = list(variants), []
+    accepted = [v for v in variants if not v.refused]
+    for i, v in enumerate(accepted):
+        if i == 0 or RANKS[(i - 1) % len(RANKS)] == ranks:
+            runs.append(v.id)
+    return [v for v in variants if v.refused or v.id in runs]
 
 
 def cached(n, key, make):
@@ -257,7 +271,9 @@ def test_transformer_variants_sp_sampler_and_model_path(native, ranks, release):
     from ltx2_mgpu.nodes.sp_sampler import sample_latent
 
     n, results = native, {}
-    for variant in (v for v in n.variants.values() if v.release == release and v.component == "transformer"):
+    for variant in dealt(
+        (v for v in n.variants.values() if v.release == release and v.component == "transformer"), ranks
+    ):
         if variant.refused:
             results[variant.label] = refused_alike(
                 n, variant, lambda v=variant: load_native_model(n, v),
@@ -304,8 +320,13 @@ def test_vae_variants_distributed_decode_and_encode(native, ranks, release):
     )
     video, audio, latent = decode_inputs(n)
     pixels = torch.rand(FRAMES, HEIGHT, WIDTH, 3, generator=torch.Generator().manual_seed(5))
-    for variant in (
-        v for v in n.variants.values() if v.release == release and v.component in ("video_vae", "audio_vae")
+    for variant in dealt(
+        (
+            v
+            for v in n.variants.values()
+            if v.release == release and v.component in ("video_vae", "audio_vae")
+        ),
+        ranks,
     ):
         role = variant.component.split("_")[0]
         slot = {f"{role}_vae_name": variant.path.name}
@@ -357,7 +378,9 @@ def test_upscaler_variants_tdp_upscaler(native, ranks, release):
     video, audio = torch.randn(1, 128, 2, 1, 1, generator=gen), torch.randn(1, 8, 13, 16, generator=gen)
     mgpu, _model, _info = load_ours(n, ranks, base.path.name, release)
     stage1 = {"samples": n.NestedTensor((video, audio))}
-    for variant in (v for v in n.variants.values() if v.release == release and v.component == "upscaler"):
+    for variant in dealt(
+        (v for v in n.variants.values() if v.release == release and v.component == "upscaler"), ranks
+    ):
 
         def ours(v=variant):
             return tdp_upscale(
@@ -445,7 +468,7 @@ def test_text_encoder_variants_mgpu_text_encode(native, ranks, gemma):
     )
     mgpu, _model, _info = load_ours(n, ranks, base.path.name, release)
     encode_native = native_gemma3 if gemma == "gemma3" else native_gemma4
-    for variant in (v for v in n.variants.values() if v.component == gemma):
+    for variant in dealt((v for v in n.variants.values() if v.component == gemma), ranks):
 
         def ours(v=variant):
             return encode_prompt(mgpu, v.path.name, PROMPT)[0]
