@@ -7,6 +7,7 @@ import contextlib
 import os
 import subprocess
 import sys
+import tempfile
 import time
 import types
 from collections.abc import Callable, Iterator
@@ -17,6 +18,14 @@ from pathlib import Path
 # test process on two cores, where spinning threads take the cores from the process with work to do:
 # about 8% of the wall time of the rank-heavy modules (docs/DEVELOPERS.md).
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+# Bytecode for every Python the suite starts (ComfyUI servers, fork servers, benches), kept outside the
+# checkout and outside ComfyUI: ComfyUI's folder is read-only in CI, so each of the 60-70 processes that
+# import it compiled its modules again (about 0.6 s of CPU each). A process asked not to write bytecode
+# still reads it from here.
+os.environ.setdefault(
+    "PYTHONPYCACHEPREFIX", os.path.join(tempfile.gettempdir(), f"ltx2-mgpu-tests-pycache-{os.getuid()}")
+)
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)  # the children fill the folder above
 
 import psutil
 import pytest
