@@ -54,6 +54,25 @@ def _checkout_folder_off_sys_path() -> None:
     keep_pack_folder_off_sys_path()
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_auto_num_workers(config) -> int:
+    """How many test processes `-n auto` (pyproject's addopts) starts, each taking whole modules.
+
+    Two on a machine with two or more cores and no GPU: most calls on the tiny models are Python-bound
+    (one core), so two modules side by side keep both cores busy. The whole suite took 850 s in two
+    processes against 1,231 s in one on the 2-core CI machine (docs/DEVELOPERS.md); more processes are
+    unmeasured, and each holds its own ComfyUI servers and worker groups in memory. One process (0: no
+    workers) where torch sees a GPU (GPU tests share the devices and print figures) and under `-s`
+    (the figures the tests print reach the terminal only from this process).
+    PYTEST_XDIST_AUTO_NUM_WORKERS overrides; `-n N` on the command line too."""
+    value = os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS", "").strip()
+    if value.isdigit():
+        return int(value)
+    if config.getoption("capture") == "no" or torch.cuda.is_available() or (os.cpu_count() or 1) < 2:
+        return 0
+    return 2
+
+
 def pytest_collection_modifyitems(config, items):
     has_gpu = torch.cuda.is_available()
     gpus = torch.cuda.device_count()
