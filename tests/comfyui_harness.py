@@ -32,6 +32,7 @@ from types import ModuleType
 from typing import Any
 
 import psutil
+from child_env import no_bytecode_beside_sources
 
 COMFYUI_PATH_ENV = "COMFYUI_PATH"
 # The folder name users clone the pack into; ComfyUI reports nodes as custom_nodes.<folder>.
@@ -232,8 +233,7 @@ class ComfyUIServer:
             "--disable-api-nodes",  # ComfyUI's paid-API nodes: a third of its start (no test uses them)
             *self.extra_args,
         ]  # fmt: skip
-        env = dict(os.environ)
-        env["PYTHONDONTWRITEBYTECODE"] = "1"  # leave no __pycache__ in the checkout
+        env = no_bytecode_beside_sources(os.environ)
         self._log_file = open(self.layout.log, "ab")  # closed in stop()
         t0 = time.monotonic()
         self.proc = subprocess.Popen(

@@ -32,6 +32,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from child_env import no_bytecode_beside_sources
+
 # The release whose LTX-2.3/2.5 templates the tests follow (issue 18). Not a project dependency:
 # ComfyUI's requirements pin an older one through comfyui-workflow-templates.
 TEMPLATES_PACKAGE = "comfyui-workflow-templates-json"
@@ -135,7 +137,7 @@ def core_object_info(comfyui_root: Path, python: str = sys.executable) -> dict[s
     """ComfyUI's /object_info for its core nodes (inputs and their order), without starting a server."""
     done = subprocess.run(
         [python, "-c", _OBJECT_INFO_SCRIPT], cwd=comfyui_root, capture_output=True, text=True,
-        env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
+        env=no_bytecode_beside_sources(os.environ),
         timeout=600,
     )  # fmt: skip
     if done.returncode != 0 or "@@OBJECT_INFO@@" not in done.stdout:

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from child_env import no_bytecode_beside_sources
 from template_graphs import templates_cache
 
 pytestmark = pytest.mark.comfyui
@@ -28,7 +29,7 @@ TIMEOUT_S = 1800
 def _bench(*args: str) -> subprocess.CompletedProcess:
     done = subprocess.run(
         [sys.executable, str(BENCH), *args], capture_output=True, text=True, timeout=TIMEOUT_S,
-        env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
+        env=no_bytecode_beside_sources(os.environ),
     )  # fmt: skip
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-6000:]
     return done
@@ -88,7 +89,7 @@ def test_upscale_loop_bench_at_tiny_size_gives_native_s_latent(tmp_path):
     done = subprocess.run(
         [sys.executable, str(BENCH.with_name("bench_upscale_loop.py")), "--tiny", "--repeats", "1", "--out", str(out)],
         capture_output=True, text=True, timeout=600, cwd=tmp_path,
-        env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
+        env=no_bytecode_beside_sources(os.environ),
     )  # fmt: skip
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-6000:]
     report = json.loads(out.read_text())

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from child_env import no_bytecode_beside_sources
 from packaging.requirements import Requirement
 
 from conftest import worker_children
@@ -98,7 +99,7 @@ def test_demo_on_a_fresh_clone_needs_only_the_packages_dependencies(tmp_path):
         [str(probe), *filter(None, env.get("PYTHONPATH", "").split(os.pathsep))]
     )
     env |= {"DEMO_IMPORTS_DIR": str(imports), "DEMO_PACK_ROOT": str(PACK_ROOT), "DEMO_RUN_TAG": tag}
-    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    env = no_bytecode_beside_sources(env)
     out = tmp_path / "out"
     command = [sys.executable, "-m", "ltx2_mgpu.cli", "demo", "--out", str(out), "--devices", "cpu:2"]
     demo = subprocess.Popen(command, cwd=PACK_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)

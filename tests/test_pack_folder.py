@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from child_env import no_bytecode_beside_sources
 
 from ltx2_mgpu.workers.wire.pack_folder import PACK_ROOT, is_pack_folder
 
@@ -62,7 +63,7 @@ def run_probed(command: list[str], tmp_path: Path) -> dict:
         [str(probe_dir), str(PACK_ROOT), *filter(None, env.get("PYTHONPATH", "").split(os.pathsep))]
     )
     env["PACK_FOLDER_PROBE"] = str(tmp_path / "report.json")
-    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    env = no_bytecode_beside_sources(env)
     done = subprocess.run(command, cwd=PACK_ROOT, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-4000:]
     return json.loads((tmp_path / "report.json").read_text())
