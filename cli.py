@@ -1,4 +1,4 @@
-"""`ltx2-mgpu`: the pack's command line (make-tiny, doctor, build-kernels, demo)."""
+"""`ltx2-mgpu`: the pack's command line (make-tiny, doctor, build-kernels, demo, worker)."""
 
 from __future__ import annotations
 
@@ -86,6 +86,26 @@ def _demo(args: argparse.Namespace) -> int:
     return run_demo(args)
 
 
+def _worker(args: argparse.Namespace) -> int:
+    import os
+
+    from .workers.group.machine_agent import MachineAgent
+    from .workers.wire.machines import TOKEN_FILE_ENV, read_token
+
+    if args.token_file:
+        os.environ[TOKEN_FILE_ENV] = args.token_file
+    try:
+        token = read_token(create=False)
+        agent = MachineAgent(
+            args.join, token, name=args.name, models=args.models,
+            comfyui_root=args.comfyui or os.environ.get("COMFYUI_PATH", ""),
+        )  # fmt: skip
+    except ValueError as exc:
+        print(f"ltx2-mgpu worker: {exc}", file=sys.stderr)
+        return 2
+    return agent.run(once=args.once)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="ltx2-mgpu", description="LTX-2 on several GPUs (ComfyUI-LTX2-MultiGPU)"
@@ -128,6 +148,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--runs", type=int, default=1, help="run the job this many times on one group")
     p.set_defaults(func=_demo)
+
+    p = sub.add_parser(
+        "worker",
+        help="lend this machine's GPUs to the worker group of the machine that runs ComfyUI (docs/MACHINES.md)",
+    )
+    p.add_argument(
+        "--join", required=True, metavar="HOST:PORT", help="that machine's LTX2_MGPU_LISTEN address"
+    )
+    p.add_argument(
+        "--name", default="", help="this machine's name in the loader's gpus (default: its host name)"
+    )
+    p.add_argument("--token-file", default="", help="the join token's file (default: LTX2_MGPU_JOIN_TOKEN, else "
+                   "~/.config/ltx2-mgpu/join_token)")  # fmt: skip
+    p.add_argument("--models", action="append", default=[], metavar="DIR",
+                   help="a folder holding this machine's copies of the model files (repeatable; default: "
+                   "<comfyui>/models)")  # fmt: skip
+    p.add_argument("--comfyui", default="", help="this machine's ComfyUI folder (default: COMFYUI_PATH)")
+    p.add_argument(
+        "--once", action="store_true", help="exit after serving one group instead of joining again"
+    )
+    p.set_defaults(func=_worker)
 
     args = parser.parse_args(argv)
     return int(args.func(args))

@@ -37,8 +37,9 @@ class LTX2MGPULoader(io.ComfyNode):
                 io.String.Input(
                     "gpus",
                     default="all",
-                    tooltip="Which GPUs run workers: 'all', a count such as '2', or ids such as '0,1,3'. Saved "
-                    "workflows keep 'all' or the count, so they run on machines with other GPU counts.",
+                    tooltip="Which GPUs run workers: 'all', a count such as '2', or ids such as '0,1,3'; another "
+                    "machine's after this one's, as '0,1,box2:0-3' (docs/MACHINES.md). Saved workflows keep 'all' "
+                    "or the count, so they run on machines with other GPU counts.",
                 ),
                 io.Combo.Input(
                     "weight_dtype",

@@ -39,8 +39,10 @@ from ..wire.errors import (
 from . import console, forked_workers, kept_slots, shutdown
 from .failures import exit_text, job_failure, out_of_step
 from .launcher import Placement, worker_command, worker_env
+from .machine_link import OUT, MachineLink, join_listener, join_wait_s
 
 ProgressFn = Callable[[int, int, dict], None]
+ALL2ALL_ENV = "LTX2_MGPU_ALL2ALL"  # kernels/__init__.py ENV_MODE
 CancelFn = Callable[[], bool]
 
 
@@ -59,6 +61,7 @@ class WorkerGroup:
         self._lock = threading.RLock()
         self._procs: list[subprocess.Popen | forked_workers.ForkedWorker] = []
         self._conns: list[Connection] = []
+        self._links: list[MachineLink] = []  # other machines' ranks (NOTE [machines])
         self._control: protocol.ControlBlock | None = None
         self._control_name: str | None = None
         self._workdir: Path | None = None
@@ -111,8 +114,11 @@ class WorkerGroup:
         acceptor = threading.Thread(target=_accept, args=(listener, self.world_size, accepted), daemon=True)
         acceptor.start()
         env = worker_env(self.placement, self._env_extra)
-        forking = forked_workers.enabled(self.placement.devices)
-        for rank, device in enumerate(self.placement.devices):
+        links = self._claim_machines(env)
+        local_devices = [self.placement.devices[r] for r in self.placement.local_ranks]
+        forking = forked_workers.enabled(local_devices)
+        for rank in self.placement.local_ranks:
+            device = self.placement.devices[rank]
             boot = {
                 "rank": rank,
                 "world_size": self.world_size,
@@ -141,6 +147,18 @@ class WorkerGroup:
             proc.stdin.write((_json_line(boot)).encode())
             proc.stdin.flush()  # stdin stays open: its EOF tells the worker that we are gone
             self._procs.append(proc)
+        for link in links:
+            ranks = {
+                r: self.placement.devices[r].partition(":")[2] for r in self.placement.ranks_on(link.name)
+            }
+            started = link.start(
+                ranks, world_size=self.world_size, backend=self.placement.backend, control=self._control,
+                store_path=str(self._workdir / "store"), env={**self._env_extra, ALL2ALL_ENV: "fallback"},
+            )  # fmt: skip
+            for rank in sorted(started):
+                proc, conn = started[rank]
+                self._procs.append(proc)
+                accepted.put(conn)
         try:
             self._conns = self._await_hellos(accepted, timeout_s)
         finally:
@@ -148,6 +166,32 @@ class WorkerGroup:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(address)
         self.worker_info = [m["info"] for m in self._await_all("ready", timeout_s)]
+
+    def _claim_machines(self, env: dict[str, str]) -> list[MachineLink]:
+        """The links of the other machines the placement names (NOTE [machines]), claimed from the join
+        listener's lobby; the collectives then run on the interface the listener serves."""
+        if not self.placement.machines:
+            return []
+        try:
+            listener = join_listener()
+            env["GLOO_SOCKET_IFNAME"] = env["NCCL_SOCKET_IFNAME"] = listener.interface
+            # CUDA IPC reaches GPUs of one machine only: sequence parallelism in a group that spans
+            # machines exchanges heads through torch.distributed (kernels/ NOTE, LTX2_MGPU_ALL2ALL).
+            env[ALL2ALL_ENV] = "fallback"
+            wait_s = join_wait_s()
+        except ValueError as exc:
+            raise GroupStartError(str(exc)) from None
+        host, port = listener.address
+        for name in self.placement.machines:
+            claimed = listener.claim(name, wait_s)
+            if claimed is None:
+                raise GroupStartError(
+                    f"machine {name} has not joined within {wait_s:.0f} s. On {name}, run `ltx2-mgpu worker --join "
+                    f"{host}:{port} --name {name}` with this machine's join token (LTX2_MGPU_JOIN_TOKEN or its token "
+                    f"file), or leave {name} out of the loader's gpus"
+                )
+            self._links.append(MachineLink(name, *claimed))
+        return self._links
 
     def _await_hellos(self, accepted: queue.Queue[Connection], timeout_s: float) -> list[Connection]:
         deadline = time.monotonic() + timeout_s
@@ -193,9 +237,14 @@ class WorkerGroup:
         for rank, proc in enumerate(self._procs):
             code = proc.poll()
             if code is not None:
+                where = (
+                    "above in the console"
+                    if rank in self.placement.local_ranks
+                    else "in its machine's console"
+                )
                 raise GroupStartError(
                     f"worker rank {rank} ({self.placement.devices[rank]}) exited during start-up "
-                    f"with {exit_text(code)}; its error is printed above in the console",
+                    f"with {_ended(proc, code)}; its error is printed {where}",
                     rank=rank,
                 )
 
@@ -252,7 +301,9 @@ class WorkerGroup:
                     proc.stdin.close()
         for conn in self._conns:
             conn.close()
-        self._procs, self._conns = [], []
+        for link in self._links:
+            link.close()
+        self._procs, self._conns, self._links = [], [], []
         if self._control_name is not None:
             shm.unlink(self._control_name)
             self._control_name = None
@@ -290,6 +341,9 @@ class WorkerGroup:
             names: list[str] = []
             try:
                 wire_args = protocol.share_tensors(_slots_to_wire(args or {}, names), names)
+                for link in self._links:  # NOTE [machines]: the same files there, outputs merged back
+                    link.check_files(_files_in(wire_args))
+                    link.zero_outputs(wire_args)
                 request = protocol.encode({"kind": "request", "job_id": job_id, "op": op, "args": wire_args})
                 for rank, conn in enumerate(self._conns):
                     try:
@@ -351,7 +405,8 @@ class WorkerGroup:
                     self._fail(
                         WorkerDied(
                             f"worker rank {rank} ({self.placement.devices[rank]}) died during the job with "
-                            f"{exit_text(code)}. The worker group was stopped; the next run starts a fresh one.",
+                            f"{_ended(self._procs[rank], code)}. The worker group was stopped; the next run "
+                            "starts a fresh one.",
                             rank=rank,
                             job_id=job_id,
                         )
@@ -395,12 +450,30 @@ class WorkerGroup:
         raise error
 
 
+def _ended(proc: Any, code: int) -> str:
+    """How a rank ended: its exit code, or for a rank on another machine why it is gone."""
+    reason = getattr(proc, "exit_reason", None)
+    return reason if reason else exit_text(code)
+
+
+def _files_in(value: Any) -> list[str]:
+    """The files of this machine a command names (absolute paths of existing files), for the check that
+    other machines hold the same ones (NOTE [machines])."""
+    if isinstance(value, str):
+        return [value] if os.path.isabs(value) and os.path.isfile(value) else []
+    if isinstance(value, dict) and not protocol.is_tensor_spec(value):
+        return [f for item in value.values() for f in _files_in(item)]
+    if isinstance(value, list | tuple):
+        return [f for item in value for f in _files_in(item)]
+    return []
+
+
 def _slots_to_wire(value: Any, names: list[str]) -> Any:
     if isinstance(value, protocol.OutputSlot):
         if not value.kept:
             names.append(value.spec.name)
-            return value.spec.to_wire()
-        return {**value.spec.to_wire(), protocol.KEPT: True}  # the ranks keep its mapping
+            return {**value.spec.to_wire(), OUT: True}
+        return {**value.spec.to_wire(), protocol.KEPT: True, OUT: True}  # the ranks keep its mapping
     if isinstance(value, dict):
         return {k: _slots_to_wire(v, names) for k, v in value.items()}
     if isinstance(value, list | tuple):

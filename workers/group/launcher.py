@@ -10,6 +10,7 @@ from pathlib import Path
 
 import torch
 
+from ..wire.machines import remote_devices, split_device
 from ..wire.model_call import ATTENTION_ENV, registered_name
 
 
@@ -55,9 +56,22 @@ _DROPPED_ENV = ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF", "PYTORCH_HIP_AL
 
 @dataclass(frozen=True)
 class Placement:
-    """Where each rank runs. devices[r] is "cpu" or "cuda:<id>" with ids as this process sees them."""
+    """Where each rank runs. devices[r] is "cpu" or "cuda:<id>" with ids as this process sees them, or
+    "<machine>:cpu" / "<machine>:cuda:<id>" on another machine (NOTE [machines]), after this machine's."""
 
     devices: tuple[str, ...]
+
+    @property
+    def machines(self) -> tuple[str, ...]:
+        """The other machines the ranks run on, in rank order."""
+        return tuple(dict.fromkeys(m for m, _ in map(split_device, self.devices) if m))
+
+    @property
+    def local_ranks(self) -> tuple[int, ...]:
+        return tuple(r for r, d in enumerate(self.devices) if not split_device(d)[0])
+
+    def ranks_on(self, machine: str) -> tuple[int, ...]:
+        return tuple(r for r, d in enumerate(self.devices) if split_device(d)[0] == machine)
 
     @property
     def world_size(self) -> int:
@@ -66,7 +80,7 @@ class Placement:
     @property
     def backend(self) -> str:
         """NCCL when every rank has a GPU of its own; gloo otherwise (CPU, or ranks sharing a GPU)."""
-        cuda = [d for d in self.devices if d.startswith("cuda")]
+        cuda = [d for d in self.devices if split_device(d)[1].startswith("cuda")]
         if len(cuda) == len(self.devices) and len(set(cuda)) == len(cuda):
             return "nccl"
         return "gloo"
@@ -80,7 +94,9 @@ def parse_devices(spec: str | Sequence[str | int], *, available_gpus: int | None
     """Turn a user's device choice into a Placement, or raise ValueError saying what to change.
 
     Accepts "all" (every visible GPU, or one CPU rank without GPUs), "cpu" / "cpu:N" (N CPU ranks),
-    a count "N" (the first N GPUs), or a list such as "0,1,3" / "cuda:0,cuda:0" / ["cpu", "cpu"].
+    a count "N" (the first N GPUs), or a list such as "0,1,3" / "cuda:0,cuda:0" / ["cpu", "cpu"]. A list
+    may name other machines' devices ("0,1,box2:0-3", "cpu,box2:cpu:2"; NOTE [machines]): their ranks
+    follow this machine's, machine by machine in the order the list first names them.
     """
     gpus = torch.cuda.device_count() if available_gpus is None else available_gpus
     if isinstance(spec, str):
@@ -91,7 +107,7 @@ def parse_devices(spec: str | Sequence[str | int], *, available_gpus: int | None
             # No GPU: CPU workers (one unless LTX2_MGPU_CPU_WORKERS says more; for testing workflows).
             count = _positive_int(os.environ.get(CPU_WORKERS_ENV, "1"), CPU_WORKERS_ENV)
             return Placement(("cpu",) * count)
-        if text == "cpu" or text.startswith("cpu:"):
+        if "," not in text and (text == "cpu" or text.startswith("cpu:")):
             count = _positive_int(text.partition(":")[2] or "1", "CPU rank count")
             return Placement(("cpu",) * count)
         if text.isdigit() and text != "0":  # a count; a lone 0 (no count) means GPU 0, as in "0,1"
@@ -104,8 +120,15 @@ def parse_devices(spec: str | Sequence[str | int], *, available_gpus: int | None
         items = list(spec)
     if not items:
         raise ValueError("the device list is empty; use 'all', a GPU count, or ids like '0,1'")
-    devices = tuple(_one_device(item, gpus) for item in items)
-    return Placement(devices)
+    local: list[str] = []
+    remote: dict[str, list[str]] = {}
+    for item in items:
+        machine, rest = split_device(str(item).strip().lower())
+        if machine:
+            remote.setdefault(machine, []).extend(remote_devices(machine, rest))
+        else:
+            local.append(_one_device(item, gpus))
+    return Placement(tuple(local) + tuple(d for devices in remote.values() for d in devices))
 
 
 def _positive_int(text: str, what: str) -> int:

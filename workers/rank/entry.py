@@ -44,11 +44,21 @@ def _owner_is_gone(owner_pid: int) -> bool:
     come a moment before getppid() changes: wait up to OWNER_EXIT_WAIT_S for it.
     """
     deadline = time.monotonic() + OWNER_EXIT_WAIT_S
-    while os.getppid() == owner_pid:
+    while os.getppid() == owner_pid and _running(owner_pid):
         if time.monotonic() > deadline:
             return False
         time.sleep(0.01)
     return True
+
+
+def _running(pid: int) -> bool:
+    """False once `pid` has exited, zombie included (a dying owner with many threads or much memory can
+    take a while to hand its children over to another parent)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rpartition(")")[2].split()[0] not in ("Z", "X")
+    except (OSError, IndexError):
+        return False
 
 
 def _heartbeat(control: protocol.ControlBlock, rank: int) -> None:
@@ -80,5 +90,12 @@ def main() -> None:
     from .runtime import Runtime  # heavy imports (torch.distributed) after the hello
 
     runtime = Runtime.from_boot(boot, conn, control, Path(boot["workdir"]))
-    runtime.serve()
+    try:
+        runtime.serve()
+    except (EOFError, OSError):
+        # The owner's end of the control connection went away mid-job (it was killed): the stdin
+        # watchdog may not have run yet, so remove what a dead owner left here too.
+        if _owner_is_gone(int(boot["owner_pid"])):
+            shm.unlink_owner_segments(int(boot["owner_pid"]))
+            shutil.rmtree(boot["workdir"], ignore_errors=True)
     os._exit(0)  # skip interpreter teardown: NCCL/gloo destructors can block at exit

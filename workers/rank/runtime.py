@@ -104,6 +104,19 @@ class JobContext:
             raise Cancelled(f"job {self.job_id} cancelled")
 
 
+def _store(boot: dict, world_size: int) -> dist.Store:
+    """The group's rendezvous: the FileStore in the group's folder, reached through the machine agent by a
+    rank on another machine (NOTE [machines] in wire/machines.py)."""
+    relay = boot.get("store_relay")
+    if relay is None:
+        return dist.FileStore(boot["store_path"], world_size)
+    from multiprocessing.connection import Client
+
+    from ..wire.relay_store import RelayStore
+
+    return RelayStore(Client(relay["address"], family="AF_UNIX", authkey=bytes.fromhex(relay["authkey"])))
+
+
 class SingleRank:
     """The head exchange of a one-rank group: nothing to exchange (engines run the plain forward)."""
 
@@ -143,14 +156,17 @@ class Runtime:
             owner_pid=int(boot["owner_pid"]),
         )
         load_all()
-        rt._init_process_group(boot["store_path"])
+        rt._init_process_group(boot)
         rt.send({"kind": "ready", "rank": rt.rank, "backend": rt.backend, "info": rt.describe()})
         return rt
 
-    def _init_process_group(self, store_path: str) -> None:
+    def _init_process_group(self, boot: dict) -> None:
         if self.world_size == 1:
             return
-        store = dist.FileStore(store_path, self.world_size)
+        store = _store(boot, self.world_size)
+        # Held for the group's life: later groups (dist.new_group) meet in it too, and a store written in
+        # Python would otherwise be collected under the C++ side that still uses it.
+        self.state["store"] = store
         kwargs: dict[str, Any] = {}
         if self.backend == "nccl":
             kwargs["device_id"] = self.device

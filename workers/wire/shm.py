@@ -82,6 +82,11 @@ def new_segment_name() -> str:
     return f"{SHM_PREFIX}-{os.getpid()}-{secrets.token_hex(8)}"
 
 
+def path_of(name: str) -> str:
+    """The file of segment `name` (ValueError for a name that is not one of this pack's)."""
+    return _path(name)
+
+
 def _path(name: str) -> str:
     if not _NAME_RE.match(name):
         # Names come over the control channel: refuse anything that could point outside SHM_DIR.

@@ -1,0 +1,374 @@
+"""Workers on another machine (NOTE [machines] in workers/wire/machines.py), two "machines" on one box:
+this test process is the machine that runs ComfyUI (listening on 127.0.0.1), and `ltx2-mgpu worker
+--join` runs as a separate process tree with its own copy of the model files in its own folder, as
+the command a user runs on the other machine.
+
+Parity: the TDP Upscaler (tiles dealt over both machines, one all_reduce per model call across them)
+and Distributed VAE Decode (bands written by the other machine's ranks, merged back) on 1 rank here +
+2 there equal the same job on 3 ranks of one machine (float32, CPU, the tiny LTX-2 on ComfyUI's engine).
+Refusals: a wrong token, another version, another file under the same name: each refused with a message
+that says what to change, and nothing is left (no process, no segment). A machine killed mid-job: the
+job fails within the heartbeat naming that machine, nothing is left, and the next run on this
+machine's workers alone works.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+import torch
+from comfyui_harness import comfyui_root
+from test_comfy_tdp import CFG, SAMPLER, SEED, relative, stage1_inputs
+from test_comfyui_native_parity import comfy  # noqa: F401
+
+from conftest import PACK_ROOT, assert_no_leaks
+from ltx2_mgpu.workers.group import machine_link
+from ltx2_mgpu.workers.group.manager import MGPUModel, get_manager
+from ltx2_mgpu.workers.wire import machines, shm
+from ltx2_mgpu.workers.wire.comfyui_root import check_comfyui_root
+
+pytestmark = pytest.mark.comfyui
+
+TOKEN = "7f" * 32
+RELATIVE_TOLERANCE = 1e-5
+SIGMAS = "0.909375, 0.725, 0.421875, 0.0"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def listen() -> Iterator[str]:
+    """This process listens for machine agents on 127.0.0.1 (a fresh port per module)."""
+    address = f"127.0.0.1:{_free_port()}"
+    saved = {k: os.environ.get(k) for k in (machines.LISTEN_ENV, machines.TOKEN_ENV, machines.JOIN_WAIT_ENV)}
+    os.environ[machines.LISTEN_ENV] = address
+    os.environ[machines.TOKEN_ENV] = TOKEN
+    os.environ[machines.JOIN_WAIT_ENV] = "60"
+    yield address
+    machine_link.close_join_listener()
+    for key, value in saved.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+
+
+@pytest.fixture(scope="module")
+def box2_models(tiny, tmp_path_factory) -> Path:
+    """The other machine's models folder: its own copies of the files, under the same names."""
+    folder = tmp_path_factory.mktemp("box2-models")
+    for path in (tiny.checkpoint, tiny.spatial_upscaler):
+        shutil.copy(path, folder / path.name)
+    return folder
+
+
+class Agent:
+    """`ltx2-mgpu worker --join` as its own process tree; `output` is what it printed."""
+
+    def __init__(self, listen: str, models: Path, *, token: str = TOKEN, name: str = "box2",
+                 version: str | None = None) -> None:  # fmt: skip
+        env = {**os.environ, machines.TOKEN_ENV: token}
+        env.pop(machines.LISTEN_ENV, None)
+        args = [
+            "worker",
+            "--join",
+            listen,
+            "--name",
+            name,
+            "--models",
+            str(models),
+            "--comfyui",
+            comfyui_root(),
+        ]
+        if version is None:
+            command = [sys.executable, "-m", "ltx2_mgpu.cli", *args]
+        else:  # an agent of another pack version
+            code = ("import sys; from ltx2_mgpu.workers.wire import machines; "
+                    f"machines.PACK_VERSION = {version!r}; from ltx2_mgpu.cli import main; sys.exit(main(sys.argv[1:]))")  # fmt: skip
+            command = [sys.executable, "-c", code, *args]
+        self.proc = subprocess.Popen(
+            command, cwd=PACK_ROOT.parent, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            start_new_session=True,  # another process tree, as on another machine
+        )  # fmt: skip
+        self.lines: list[str] = []
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.append(line)
+
+    @property
+    def output(self) -> str:
+        return "".join(self.lines)
+
+    def wait_for(self, text: str, timeout_s: float = 60) -> None:
+        deadline = time.monotonic() + timeout_s
+        while text not in self.output:
+            assert time.monotonic() < deadline, f"the agent never printed {text!r}:\n{self.output}"
+            assert self.proc.poll() is None or text in self.output, f"the agent exited:\n{self.output}"
+            time.sleep(0.05)
+
+    def kill_tree(self) -> None:
+        """SIGKILL the agent (as the OOM killer would); its ranks see their stdin close and exit."""
+        with_children = [self.proc.pid] + [
+            c.pid for c in psutil.Process(self.proc.pid).children(recursive=True)
+        ]
+        os.kill(self.proc.pid, signal.SIGKILL)
+
+        self.proc.wait(10)
+        deadline = time.monotonic() + 15
+        while any(
+            psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE for p in with_children
+        ):
+            assert time.monotonic() < deadline, "the agent's workers outlived it"
+            time.sleep(0.05)
+
+    def stop(self) -> None:
+        """SIGTERM, as a user stops it: its ranks stop and everything it made goes."""
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                self.kill_tree()
+        deadline = time.monotonic() + 10  # a killed agent's ranks remove its segments as they exit
+        while shm.list_segments(self.proc.pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert shm.list_segments(self.proc.pid) == [], "the agent left segments"
+
+
+def _model(devices: str, checkpoint: Path) -> MGPUModel:
+    root = check_comfyui_root(comfyui_root())
+    return MGPUModel.create(
+        checkpoint, devices=devices, dtype="float32", backend="comfy", comfyui_root=root.path,
+        comfyui_version=root.version,
+    )  # fmt: skip
+
+
+def _load(devices: str, checkpoint: Path) -> MGPUModel:
+    """The group started and the model loaded, as the first job on it would."""
+    model = _model(devices, checkpoint)
+    get_manager().acquire(model)
+    return model
+
+
+def _tdp(comfy, tiny, model: MGPUModel) -> torch.Tensor:  # noqa: F811
+    from ltx2_mgpu.nodes.tdp_upscaler import tdp_upscale
+
+    inputs = stage1_inputs()
+    (sigmas,) = comfy.cs.ManualSigmas.execute(SIGMAS)
+    stage1 = {"samples": comfy.NestedTensor((inputs.video, inputs.audio))}
+    (out,) = tdp_upscale(
+        model, inputs.positive, inputs.negative, stage1, tiny.spatial_upscaler.name, SAMPLER, CFG, SEED, "1x3", 1,
+        sigmas=sigmas,
+    )  # fmt: skip
+    return out["samples"].tensors[0]
+
+
+def _decode(model: MGPUModel, latent: torch.Tensor) -> torch.Tensor:
+    from ltx2_mgpu.nodes.vae_decode import decode_latent
+
+    images, _audio = decode_latent(model, {"samples": latent}, mode="exact")  # a band of rows per rank
+    return images
+
+
+@pytest.fixture(scope="module")
+def one_machine(comfy, tiny) -> dict:  # noqa: F811
+    """The reference: the same jobs on 3 ranks of this machine."""
+    import folder_paths
+
+    folder_paths.add_model_folder_path("latent_upscale_models", str(tiny.spatial_upscaler.parent))
+    model = _model("cpu:3", tiny.checkpoint)
+    try:
+        video = _tdp(comfy, tiny, model)
+        images = _decode(model, video)
+    finally:
+        get_manager().unload()
+        assert_no_leaks()
+    return {"video": video, "images": images}
+
+
+def test_tdp_and_decode_across_two_machines_equal_one_machine(comfy, tiny, listen, box2_models, one_machine):  # noqa: F811
+    agent = Agent(listen, box2_models)
+    try:
+        model = _model("cpu,box2:cpu:2", tiny.checkpoint)
+        video = _tdp(comfy, tiny, model)
+        images = _decode(model, video)
+        info = get_manager().group.worker_info
+    finally:
+        get_manager().unload()
+        agent.stop()
+        assert_no_leaks()
+    assert [i["device"] for i in info] == ["cpu", "cpu", "cpu"]
+    assert agent.output.count("joined") >= 1
+    tdp_error = relative(video, one_machine["video"])
+    decode_error = relative(images, one_machine["images"])
+    print(
+        f"\n[two machines, 1 + 2 ranks vs 3 ranks on one] TDP 1x3 tiles {tdp_error:.2e}, VAE decode {decode_error:.2e}"
+    )
+    assert tdp_error <= RELATIVE_TOLERANCE
+    assert decode_error <= RELATIVE_TOLERANCE
+    assert float(images.abs().max()) > 0  # the bands written over there came back
+
+
+def test_guidance_groups_one_per_machine_give_natives_result(comfy, tiny, listen, box2_models):  # noqa: F811
+    """The SP Sampler with CFG's two passes on two guidance groups: cond on this machine's rank, uncond
+    on the other machine's; one gather per step crosses between them."""
+    from test_comfyui_native_parity import errors
+    from test_group_model import GRAPHS, run_graph
+    from test_sp_sampler_guider import native, sp_sampler
+
+    from ltx2_mgpu.nodes.loader import load_model
+
+    agent = Agent(listen, box2_models)
+    replies: list[dict] = []
+    try:
+        mgpu, model, _info = load_model(tiny.checkpoint.name, "cpu,box2:cpu", "float32")
+        mgpu = dataclasses.replace(mgpu, guidance_groups=2)
+        ours = run_graph(comfy, model, GRAPHS["t2v-cfg3"], sample=sp_sampler(mgpu, replies))
+    finally:
+        get_manager().unload()
+        agent.stop()
+        assert_no_leaks()
+    found = errors(ours, native(comfy, "t2v-cfg3"))
+    print(f"\n[two machines, guidance groups] t2v-cfg3 {replies[0]['guidance']}: "
+          + " | ".join(f"{s} rel {r:.2e}" for s, (_, r) in zip(("video", "audio"), found)))  # fmt: skip
+    assert replies[0]["guidance_groups"] == 2 and replies[0]["parallel_steps"] == 3
+    assert len(found) == 2 and all(rel <= RELATIVE_TOLERANCE for _, rel in found), found
+
+
+def test_an_agent_with_a_wrong_token_is_refused_and_leaves_nothing(tiny, listen, box2_models, monkeypatch):
+    monkeypatch.setenv(machines.JOIN_WAIT_ENV, "3")
+    agent = Agent(listen, box2_models, token="00" * 32)
+    try:
+        with pytest.raises(
+            Exception, match=r"machine box2 has not joined within 3 s.*ltx2-mgpu worker --join"
+        ):
+            _load("cpu,box2:cpu", tiny.checkpoint)
+        assert agent.proc.wait(30) == 2
+    finally:
+        get_manager().unload()
+        agent.stop()
+    assert "did not accept the join token" in agent.output
+    assert_no_leaks()
+
+
+def test_an_agent_of_another_version_is_refused_naming_both(tiny, listen, box2_models, monkeypatch):
+    monkeypatch.setenv(machines.JOIN_WAIT_ENV, "3")
+    agent = Agent(listen, box2_models, version="0.0.9")
+    try:
+        assert agent.proc.wait(60) == 2
+        with pytest.raises(Exception, match="machine box2 has not joined"):
+            _load("cpu,box2:cpu", tiny.checkpoint)
+    finally:
+        get_manager().unload()
+        agent.stop()
+    assert f"pack '0.0.9' (this machine: '{machines.PACK_VERSION}')" in agent.output
+    assert "Install the same version" in agent.output
+    assert_no_leaks()
+
+
+def test_another_file_under_the_same_name_is_refused_naming_both_hashes(tiny, listen, tmp_path):
+    models = tmp_path / "box2-models"
+    models.mkdir()
+    changed = bytearray(tiny.checkpoint.read_bytes())
+    changed[-1] ^= 1  # one bit of the last weight
+    (models / tiny.checkpoint.name).write_bytes(changed)
+    ours, theirs = machines.fingerprint(tiny.checkpoint), machines.fingerprint(models / tiny.checkpoint.name)
+    agent = Agent(listen, models)
+    try:
+        with pytest.raises(ValueError) as refused:
+            _load("cpu,box2:cpu", tiny.checkpoint)
+        message = str(refused.value)
+    finally:
+        get_manager().unload()
+        agent.stop()
+    assert "machine box2" in message and tiny.checkpoint.name in message
+    assert ours.sha256 in message and theirs.sha256 in message and "Copy the file" in message
+    assert_no_leaks()
+
+
+def test_a_machine_killed_mid_job_fails_the_job_naming_it_and_this_machine_goes_on(
+    comfy,  # noqa: F811
+    tiny,
+    listen,
+    box2_models,
+    one_machine,
+):
+    from ltx2_mgpu.workers.wire.errors import WorkerDied, WorkerGroupError
+
+    agent = Agent(listen, box2_models)
+    try:
+        model = _load("cpu,box2:cpu", tiny.checkpoint)
+        group = get_manager().group
+        group.heartbeat_timeout_s = 5.0
+        killer = threading.Timer(0.5, agent.kill_tree)
+        killer.start()
+        started = time.monotonic()
+        with pytest.raises(WorkerGroupError) as failed:
+            for _ in range(20):  # the kill lands inside one of these jobs
+                _tdp(comfy, tiny, model)
+        elapsed = time.monotonic() - started
+        killer.join()
+    finally:
+        get_manager().unload()
+        agent.stop()
+    assert_no_leaks()
+    assert isinstance(failed.value, WorkerDied), failed.value
+    assert "box2" in str(failed.value)
+    assert elapsed < 0.5 + 5.0 + 10.0, f"the error took {elapsed:.1f} s"
+    # This machine's workers alone run the job again, with the one-machine result.
+    try:
+        video = _tdp(comfy, tiny, _model("cpu:3", tiny.checkpoint))
+    finally:
+        get_manager().unload()
+        assert_no_leaks()
+    assert relative(video, one_machine["video"]) <= RELATIVE_TOLERANCE
+
+
+def test_device_lists_name_other_machines():
+    from ltx2_mgpu.workers.group.launcher import parse_devices
+
+    placement = parse_devices("box2:cpu,0,box2:0-1,box3:cuda:1", available_gpus=1)
+    assert placement.devices == ("cuda:0", "box2:cpu", "box2:cuda:0", "box2:cuda:1", "box3:cuda:1")
+    assert placement.machines == ("box2", "box3") and placement.local_ranks == (0,)
+    for bad, says in (
+        ("box2:x", "write box2:0"),
+        ("box2:3-1", "lower id first"),
+        ("bo!x:0", "cannot name a machine"),
+    ):
+        with pytest.raises(ValueError, match=says):
+            parse_devices(bad, available_gpus=1)
+
+
+def test_the_pack_version_is_pyprojects():
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        import tomli as tomllib
+
+    with open(PACK_ROOT / "pyproject.toml", "rb") as f:
+        assert tomllib.load(f)["project"]["version"] == machines.PACK_VERSION
+
+
+def test_no_listener_without_an_address(monkeypatch):
+    monkeypatch.delenv(machines.LISTEN_ENV, raising=False)
+    with pytest.raises(ValueError, match="set LTX2_MGPU_LISTEN=ADDRESS:PORT"):
+        machines.listen_address()
