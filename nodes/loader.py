@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..workers.group import console
-from ..workers.group.launcher import PACK_ROOT, parse_devices
+from ..workers.group.launcher import PACK_ROOT, Placement, parse_devices
 from ..workers.group.manager import MGPUModel
 from ..workers.group.preflight import preflight
 from ..workers.strategies.guidance_plan import plan_guidance
@@ -16,6 +16,7 @@ from ..workers.wire.constants import DEFAULT_MAX_VIDEO_TOKENS
 from ..workers.wire.gguf_checks import check_gguf_loadable
 from ..workers.wire.gguf_files import is_gguf_file
 from ..workers.wire.loader_files import check_loader_files
+from ..workers.wire.machines import machine_guidance_groups
 from ..workers.wire.model_family import ModelFamily
 from ..workers.wire.weight_placement import WEIGHTS_OFFLOADED, WEIGHTS_REPLICATED
 from . import comfy, jobs
@@ -61,7 +62,7 @@ def load_model(
     for warning in picked.warnings:
         console.warning(warning)
     placement = parse_devices(gpus)
-    guidance_groups = guidance_group_count(guidance_parallel, placement.world_size)
+    guidance_groups = guidance_group_count(guidance_parallel, placement)
     # Inside ComfyUI, mode "comfyui" runs ComfyUI's own model stack in the workers; an unusable
     # ComfyUI named by COMFYUI_PATH is refused here, before any worker starts. What the chosen engine
     # cannot honour is refused from its capability table (NOTE [engine seam]).
@@ -121,14 +122,17 @@ def model_file_choices() -> list[str]:
     return sorted({name for folder in (*MODEL_FOLDERS, GGUF_FOLDER) for name in comfy.filename_list(folder)})
 
 
-def guidance_group_count(choice: str, world_size: int) -> int:
-    """The loader's guidance_parallel choice as MGPUModel.guidance_groups (0 = planned per job)."""
+def guidance_group_count(choice: str, placement: Placement) -> int:
+    """The loader's guidance_parallel choice as MGPUModel.guidance_groups (0 = planned per job; on a
+    group that spans machines, a group per machine: NOTE [machines])."""
     if choice not in GUIDANCE_CHOICES:
         raise ValueError(f"guidance_parallel {choice!r} is not one of {', '.join(GUIDANCE_CHOICES)}")
     groups = GUIDANCE_CHOICES[choice]
     if groups > 1:
-        plan_guidance(world_size, groups, groups)  # ValueError naming the counts that divide the GPUs
-    return groups
+        plan_guidance(
+            placement.world_size, groups, groups
+        )  # ValueError naming the counts that divide the GPUs
+    return machine_guidance_groups(placement.devices, groups)
 
 
 def model_output(model: MGPUModel):

@@ -14,8 +14,8 @@ machine's workers alone works.
 
 from __future__ import annotations
 
-import dataclasses
 import os
+import re
 import shutil
 import signal
 import socket
@@ -60,6 +60,7 @@ def listen() -> Iterator[str]:
     os.environ[machines.LISTEN_ENV] = address
     os.environ[machines.TOKEN_ENV] = TOKEN
     os.environ[machines.JOIN_WAIT_ENV] = "60"
+    machine_link.join_listener()  # as the first group that names another machine starts it
     yield address
     machine_link.close_join_listener()
     for key, value in saved.items():
@@ -228,9 +229,10 @@ def test_tdp_and_decode_across_two_machines_equal_one_machine(comfy, tiny, liste
     assert float(images.abs().max()) > 0  # the bands written over there came back
 
 
-def test_guidance_groups_one_per_machine_give_natives_result(comfy, tiny, listen, box2_models):  # noqa: F811
-    """The SP Sampler with CFG's two passes on two guidance groups: cond on this machine's rank, uncond
-    on the other machine's; one gather per step crosses between them."""
+def test_guidance_groups_and_the_model_output_match_native(comfy, tiny, listen, box2_models):  # noqa: F811
+    """The SP Sampler with CFG's two passes on two guidance groups (cond on this machine's rank, uncond on
+    the other machine's; one gather per step crosses between them), and ComfyUI's own sampler on the
+    loader's MODEL, whose calls run on the group one job each (kept latent slots, outputs merged back)."""
     from test_comfyui_native_parity import errors
     from test_group_model import GRAPHS, run_graph
     from test_sp_sampler_guider import native, sp_sampler
@@ -241,17 +243,22 @@ def test_guidance_groups_one_per_machine_give_natives_result(comfy, tiny, listen
     replies: list[dict] = []
     try:
         mgpu, model, _info = load_model(tiny.checkpoint.name, "cpu,box2:cpu", "float32")
-        mgpu = dataclasses.replace(mgpu, guidance_groups=2)
+        assert mgpu.guidance_groups == 2  # a group per machine
         ours = run_graph(comfy, model, GRAPHS["t2v-cfg3"], sample=sp_sampler(mgpu, replies))
+        ours_model = run_graph(comfy, model, GRAPHS["t2v-cfg3"])
     finally:
         get_manager().unload()
         agent.stop()
         assert_no_leaks()
-    found = errors(ours, native(comfy, "t2v-cfg3"))
-    print(f"\n[two machines, guidance groups] t2v-cfg3 {replies[0]['guidance']}: "
-          + " | ".join(f"{s} rel {r:.2e}" for s, (_, r) in zip(("video", "audio"), found)))  # fmt: skip
-    assert replies[0]["guidance_groups"] == 2 and replies[0]["parallel_steps"] == 3
-    assert len(found) == 2 and all(rel <= RELATIVE_TOLERANCE for _, rel in found), found
+    expected = native(comfy, "t2v-cfg3")
+    for what, found in (
+        ("SP Sampler, guidance groups", errors(ours, expected)),
+        ("MODEL", errors(ours_model, expected)),
+    ):
+        print(f"\n[two machines, {what}] t2v-cfg3: "
+              + " | ".join(f"{s} rel {r:.2e}" for s, (_, r) in zip(("video", "audio"), found)))  # fmt: skip
+        assert len(found) == 2 and all(rel <= RELATIVE_TOLERANCE for _, rel in found), (what, found)
+    assert replies[0]["guidance_groups"] == 2 and replies[0]["parallel_steps"] == 3, replies[0]["guidance"]
 
 
 def test_an_agent_with_a_wrong_token_is_refused_and_leaves_nothing(tiny, listen, box2_models, monkeypatch):
@@ -356,6 +363,39 @@ def test_device_lists_name_other_machines():
     ):
         with pytest.raises(ValueError, match=says):
             parse_devices(bad, available_gpus=1)
+
+
+def test_sequence_parallelism_stays_inside_a_machine():
+    """The loader's guidance_parallel on a group that spans machines: auto is a group per machine, and
+    a choice whose groups a machine boundary would cut is refused naming the ones that fit."""
+    two_and_two = ("cpu", "cpu", "box2:cpu", "box2:cpu")
+    assert machines.machine_guidance_groups(two_and_two, 0) == 2
+    assert machines.machine_guidance_groups(two_and_two, 4) == 4
+    assert machines.machine_guidance_groups(("cpu", "cpu"), 0) == 0  # one machine: planned per job
+    assert machines.machine_guidance_groups(two_and_two, 1) == 2  # off: each pass would cross machines
+    three_and_three = ("cpu",) * 3 + ("box2:cpu",) * 3
+    with pytest.raises(
+        ValueError, match=r"guidance_parallel 3 would run sequence parallelism across machines.*auto or 2, 6"
+    ):
+        machines.machine_guidance_groups(three_and_three, 3)
+    with pytest.raises(ValueError, match=r"same number of devices in gpus \(now this machine 1, box2 2\)"):
+        machines.machine_guidance_groups(("cpu", "box2:cpu", "box2:cpu"), 0)
+    assert machines.machine_guidance_groups(("cpu", "box2:cpu", "box2:cpu"), 3) == 3
+
+
+def test_every_output_field_is_named_as_one():
+    """Other machines send back only what their ranks wrote into output fields, told by the name."""
+    import dataclasses
+
+    from ltx2_mgpu.workers.wire.requests import OUTPUT_PREFIX, REQUESTS
+
+    outputs = {f"{cls.__name__}.{f.name}" for cls in REQUESTS.values() for f in dataclasses.fields(cls)
+               if re.search(r"\bOutput\b", str(f.type))}  # fmt: skip
+    assert {"VaeDecode.out_image", "ComfyModelCall.out", "EncodeText.outputs"} <= outputs
+    assert [name for name in outputs if not name.split(".")[1].startswith(OUTPUT_PREFIX)] == []
+    inputs = {f"{cls.__name__}.{f.name}" for cls in REQUESTS.values() for f in dataclasses.fields(cls)
+              if not re.search(r"\bOutput\b", str(f.type)) and f.name.startswith(OUTPUT_PREFIX)}  # fmt: skip
+    assert inputs == set()
 
 
 def test_the_pack_version_is_pyprojects():

@@ -36,6 +36,7 @@ from ..wire.errors import (
     WorkerGroupError,
     WorkerHung,
 )
+from ..wire.requests import OUTPUT_PREFIX
 from . import console, forked_workers, kept_slots, shutdown
 from .failures import exit_text, job_failure, out_of_step
 from .launcher import Placement, worker_command, worker_env
@@ -468,16 +469,23 @@ def _files_in(value: Any) -> list[str]:
     return []
 
 
-def _slots_to_wire(value: Any, names: list[str]) -> Any:
+def _slots_to_wire(value: Any, names: list[str], out: bool = False) -> Any:
+    """Slots as TensorSpec dicts. A slot under a request's output field (its name starts with "out":
+    wire/requests.py OUTPUT_PREFIX) is marked, so other machines send back what their ranks wrote there;
+    a kept input slot (the MODEL path's latent streams) goes to them as an input."""
     if isinstance(value, protocol.OutputSlot):
+        wire = value.spec.to_wire()
         if not value.kept:
             names.append(value.spec.name)
-            return {**value.spec.to_wire(), OUT: True}
-        return {**value.spec.to_wire(), protocol.KEPT: True, OUT: True}  # the ranks keep its mapping
+        else:
+            wire[protocol.KEPT] = True  # the ranks keep its mapping
+        return {**wire, OUT: True} if out else wire
     if isinstance(value, dict):
-        return {k: _slots_to_wire(v, names) for k, v in value.items()}
+        return {
+            k: _slots_to_wire(v, names, out or str(k).startswith(OUTPUT_PREFIX)) for k, v in value.items()
+        }
     if isinstance(value, list | tuple):
-        return type(value)(_slots_to_wire(v, names) for v in value)
+        return type(value)(_slots_to_wire(v, names, out) for v in value)
     return value
 
 

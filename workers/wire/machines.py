@@ -84,6 +84,45 @@ def remote_devices(machine: str, spec: str) -> list[str]:
     return [f"{name}:cuda:{i}" for i in ids]
 
 
+def machine_sizes(devices: tuple[str, ...]) -> dict[str, int]:
+    """Ranks per machine in rank order ("" is this machine), for a device list of launcher.Placement."""
+    sizes: dict[str, int] = {}
+    for device in devices:
+        machine = split_device(device)[0]
+        sizes[machine] = sizes.get(machine, 0) + 1
+    return sizes
+
+
+def machine_guidance_groups(devices: tuple[str, ...], choice: int) -> int:
+    """The guidance groups (NOTE [machines]: sequence parallelism stays inside a machine) of a group that
+    spans machines: `choice` 0 (auto) gives one group per machine; n must give groups that no machine
+    boundary cuts; 1 (off) is read as auto there, since every pass would cross machines. ValueError saying
+    what to choose; `choice` unchanged for a group on one machine."""
+    sizes = machine_sizes(devices)
+    if len(sizes) < 2:
+        return choice
+    world = len(devices)
+    named = ", ".join(f"{m or 'this machine'} {n}" for m, n in sizes.items())
+    fits = [
+        g
+        for g in range(1, world + 1)
+        if world % g == 0 and all(n % (world // g) == 0 for n in sizes.values())
+    ]
+    if choice in (0, 1):  # auto, or off: passes one after another would each cross the machines
+        if len(set(sizes.values())) != 1:
+            raise ValueError(
+                f"a group that spans machines runs one guidance group per machine, since sequence parallelism "
+                f"stays inside a machine: give every machine the same number of devices in gpus (now {named})"
+            )
+        return len(sizes)
+    if choice not in fits:
+        raise ValueError(
+            f"guidance_parallel {choice} would run sequence parallelism across machines "
+            f"(ranks per machine: {named}); choose auto or {', '.join(map(str, [g for g in fits if g > 1]))}"
+        )
+    return choice
+
+
 def listen_address(value: str | None = None) -> tuple[str, int]:
     """(host, port) from LTX2_MGPU_LISTEN ("192.168.1.10:7860" or "[::1]:7860"), or ValueError saying
     what to set. There is no default: nothing listens on a network unless the user names where."""

@@ -34,7 +34,10 @@ from .weight_placement import AUTO_RESIDENT, WEIGHTS_REPLICATED, check_weights
 
 R = TypeVar("R", bound="Request")
 # An output tensor: a protocol.OutputSlot where the node builds the request, the mapped tensor on a rank.
+# Output fields' names start with OUTPUT_PREFIX: what the ranks of other machines wrote there is sent
+# back to the UI machine (NOTE [machines] in machines.py); every other tensor goes to them as an input.
 Output = Any
+OUTPUT_PREFIX = "out"
 _SCALARS = {"int": int, "float": float, "bool": bool, "str": str}
 
 
