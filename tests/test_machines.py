@@ -5,7 +5,9 @@ the command a user runs on the other machine.
 
 Parity: the TDP Upscaler (tiles dealt over both machines, one all_reduce per model call across them)
 and Distributed VAE Decode (bands written by the other machine's ranks, merged back) on 1 rank here +
-2 there equal the same job on 3 ranks of one machine (float32, CPU, the tiny LTX-2 on ComfyUI's engine).
+2 there equal the same job on 3 ranks of one machine; the SP Sampler with a guidance group per machine
+and ComfyUI's sampler on the loader's MODEL equal native (float32, CPU, the tiny LTX-2 on ComfyUI's
+engine).
 Refusals: a wrong token, another version, another file under the same name: each refused with a message
 that says what to change, and nothing is left (no process, no segment). A machine killed mid-job: the
 job fails within the heartbeat naming that machine, nothing is left, and the next run on this
