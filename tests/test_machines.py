@@ -8,7 +8,9 @@ and Distributed VAE Decode (bands written by the other machine's ranks, merged b
 2 there equal the same job on 3 ranks of one machine; the SP Sampler with a guidance group per machine
 and ComfyUI's sampler on the loader's MODEL equal native (float32, CPU, the tiny LTX-2 on ComfyUI's
 engine).
-Refusals: a wrong token, another version, another file under the same name: each refused with a message
+The same TDP job with the other machine in a network namespace of its own (a veth pair between them;
+skipped where namespaces cannot be made): equal, and nothing of this machine listens beyond the address
+LTX2_MGPU_LISTEN names. Refusals: a wrong token, another version, another file under the same name: each refused with a message
 that says what to change, and nothing is left (no process, no segment). A machine killed mid-job: the
 job fails within the heartbeat naming that machine, nothing is left, and the next run on this
 machine's workers alone works.
@@ -85,7 +87,7 @@ class Agent:
     """`ltx2-mgpu worker --join` as its own process tree; `output` is what it printed."""
 
     def __init__(self, listen: str, models: Path, *, token: str = TOKEN, name: str = "box2",
-                 version: str | None = None) -> None:  # fmt: skip
+                 version: str | None = None, netns: str = "") -> None:  # fmt: skip
         env = {**os.environ, machines.TOKEN_ENV: token}
         env.pop(machines.LISTEN_ENV, None)
         args = [
@@ -105,6 +107,8 @@ class Agent:
             code = ("import sys; from ltx2_mgpu.workers.wire import machines; "
                     f"machines.PACK_VERSION = {version!r}; from ltx2_mgpu.cli import main; sys.exit(main(sys.argv[1:]))")  # fmt: skip
             command = [sys.executable, "-c", code, *args]
+        if netns:  # on "another machine": a network namespace of its own
+            command = ["ip", "netns", "exec", netns, *command]
         self.proc = subprocess.Popen(
             command, cwd=PACK_ROOT.parent, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
             start_new_session=True,  # another process tree, as on another machine
@@ -261,6 +265,73 @@ def test_guidance_groups_and_the_model_output_match_native(comfy, tiny, listen, 
               + " | ".join(f"{s} rel {r:.2e}" for s, (_, r) in zip(("video", "audio"), found)))  # fmt: skip
         assert len(found) == 2 and all(rel <= RELATIVE_TOLERANCE for _, rel in found), (what, found)
     assert replies[0]["guidance_groups"] == 2 and replies[0]["parallel_steps"] == 3, replies[0]["guidance"]
+
+
+NETNS, UI_ADDRESS, BOX2_ADDRESS = "ltx2-mgpu-box2", "10.77.0.1", "10.77.0.2"
+
+
+@pytest.fixture
+def box2_netns() -> Iterator[str]:
+    """A network namespace for the other machine, joined to this one by a veth pair (10.77.0.1 here,
+    10.77.0.2 there): its processes reach this machine only through that interface."""
+    name = f"{NETNS}-{os.getpid()}"
+    veth = f"vl2m{os.getpid() % 100000}"
+    setup = [
+        ["ip", "netns", "add", name],
+        ["ip", "link", "add", veth, "type", "veth", "peer", "name", f"{veth}b"],
+        ["ip", "link", "set", f"{veth}b", "netns", name],
+        ["ip", "addr", "add", f"{UI_ADDRESS}/24", "dev", veth],
+        ["ip", "link", "set", veth, "up"],
+        ["ip", "netns", "exec", name, "ip", "addr", "add", f"{BOX2_ADDRESS}/24", "dev", f"{veth}b"],
+        ["ip", "netns", "exec", name, "ip", "link", "set", f"{veth}b", "up"],
+        ["ip", "netns", "exec", name, "ip", "link", "set", "lo", "up"],
+    ]
+    try:
+        for command in setup:
+            done = subprocess.run(command, capture_output=True, text=True)
+            if done.returncode:
+                pytest.skip(f"no network namespace here ({' '.join(command)}: {done.stderr.strip()})")
+        yield name
+    finally:
+        subprocess.run(["ip", "link", "del", veth], capture_output=True)
+        subprocess.run(["ip", "netns", "del", name], capture_output=True)
+
+
+def test_two_network_namespaces_and_nothing_listens_beyond_the_named_address(
+    comfy,  # noqa: F811
+    tiny,
+    box2_models,
+    one_machine,
+    box2_netns,
+    monkeypatch,
+):
+    """The other machine in a network namespace of its own, reaching this one over a veth pair only: the
+    TDP Upscaler across it equals one machine's, and every socket this machine's processes listen on
+    while the group runs is on the address LTX2_MGPU_LISTEN names."""
+    port = _free_port()
+    monkeypatch.setenv(machines.LISTEN_ENV, f"{UI_ADDRESS}:{port}")
+    monkeypatch.setenv(machines.TOKEN_ENV, TOKEN)
+    machine_link.join_listener()
+    agent = Agent(f"{UI_ADDRESS}:{port}", box2_models, netns=box2_netns)
+    try:
+        model = _model("cpu,box2:cpu:2", tiny.checkpoint)
+        video = _tdp(comfy, tiny, model)
+        ours = {os.getpid(), *(p.pid for p in psutil.Process().children(recursive=True))}
+        listening = {
+            (c.laddr.ip, c.pid)
+            for c in psutil.net_connections(kind="inet")
+            if c.status == psutil.CONN_LISTEN and c.pid in ours
+        }
+    finally:
+        get_manager().unload()
+        agent.stop()
+        machine_link.close_join_listener()
+        assert_no_leaks()
+    print(f"\n[two network namespaces] TDP 1x3 tiles {relative(video, one_machine['video']):.2e}; listening "
+          f"(address, pid): {sorted(listening)}")  # fmt: skip
+    assert {ip for ip, _ in listening} == {UI_ADDRESS}, listening
+    assert len({pid for _, pid in listening}) >= 2  # the join listener, and gloo in this machine's rank
+    assert relative(video, one_machine["video"]) <= RELATIVE_TOLERANCE
 
 
 def test_an_agent_with_a_wrong_token_is_refused_and_leaves_nothing(tiny, listen, box2_models, monkeypatch):

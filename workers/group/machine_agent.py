@@ -190,7 +190,7 @@ class _GroupSession:
             int, dict
         ] = {}  # job id -> {"specs": their name -> our spec, "outputs", "replied", "held"}
         self.files: dict[str, str] = {}
-        self.control_spec, self.control = protocol.ControlBlock.create(self.world_size)
+        self.control_spec: shm.TensorSpec | None = None  # made in _start, inside run's clean-up
         self._accepted: queue.Queue[tuple[str, Connection]] = queue.Queue()
 
     def run(self) -> None:
@@ -203,6 +203,7 @@ class _GroupSession:
     # -- start and stop
     def _start(self) -> None:
         shm.sweep_stale_segments()  # an earlier agent here that was killed outright
+        self.control_spec, self.control = protocol.ControlBlock.create(self.world_size)
         authkey = secrets.token_bytes(32)
         control_address = str(self.workdir / "control.sock")
         store_address = str(self.workdir / "store.sock")
@@ -248,6 +249,20 @@ class _GroupSession:
                 return
 
     def _stop(self) -> None:
+        # A SIGTERM or Ctrl+C now waits until the clean-up is over (then ends the agent).
+        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGHUP, signal.SIGINT})
+        try:
+            self._clean_up()
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+
+    def _clean_up(self) -> None:
+        # Names first (mappings stay valid for ranks still stopping), then the ranks and their folder.
+        for job in self.jobs.values():
+            for spec in job["specs"].values():
+                shm.unlink(spec.name)
+        if self.control_spec is not None:
+            shm.unlink(self.control_spec.name)
         for listener in getattr(self, "_listeners", []):
             with contextlib.suppress(OSError):
                 listener.close()
@@ -267,10 +282,6 @@ class _GroupSession:
                     proc.stdin.close()
         for conn in [*self.rank_conns.values(), *self.store_conns.values()]:
             conn.close()
-        for job in self.jobs.values():
-            for spec in job["specs"].values():
-                shm.unlink(spec.name)
-        shm.unlink(self.control_spec.name)
         shutil.rmtree(self.workdir, ignore_errors=True)
 
     # -- the relay

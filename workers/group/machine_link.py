@@ -130,6 +130,12 @@ class JoinListener:
                 self._changed.wait(min(left, 0.5))
 
     def close(self) -> None:
+        # close() alone leaves the port listening while our thread waits in accept(): shut it down first
+        # (multiprocessing's Listener keeps its socket in _listener._socket).
+        sock = getattr(getattr(self._listener, "_listener", None), "_socket", None)
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
         self._listener.close()
         with self._changed:
             for conn in self._lobby.values():
