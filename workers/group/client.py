@@ -106,6 +106,8 @@ class WorkerGroup:
 
     def _start(self, timeout_s: float) -> None:
         self._workdir = Path(tempfile.mkdtemp(prefix="ltx2mgpu-"))  # mode 0700
+        env = worker_env(self.placement, self._env_extra)
+        links = self._claim_machines(env)  # first: a machine that never joined leaves nothing to undo
         authkey = secrets.token_bytes(32)
         address = str(self._workdir / "control.sock")
         listener = Listener(address=address, family="AF_UNIX", authkey=authkey)
@@ -114,8 +116,6 @@ class WorkerGroup:
         accepted: queue.Queue[Connection] = queue.Queue()
         acceptor = threading.Thread(target=_accept, args=(listener, self.world_size, accepted), daemon=True)
         acceptor.start()
-        env = worker_env(self.placement, self._env_extra)
-        links = self._claim_machines(env)
         local_devices = [self.placement.devices[r] for r in self.placement.local_ranks]
         forking = forked_workers.enabled(local_devices)
         for rank in self.placement.local_ranks:
