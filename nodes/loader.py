@@ -16,7 +16,7 @@ from ..workers.wire.constants import DEFAULT_MAX_VIDEO_TOKENS
 from ..workers.wire.gguf_checks import check_gguf_loadable
 from ..workers.wire.gguf_files import is_gguf_file
 from ..workers.wire.loader_files import check_loader_files
-from ..workers.wire.machines import machine_guidance_groups
+from ..workers.wire.machines import listen_address, machine_guidance_groups
 from ..workers.wire.model_family import ModelFamily
 from ..workers.wire.weight_placement import WEIGHTS_OFFLOADED, WEIGHTS_REPLICATED
 from . import comfy, jobs
@@ -62,6 +62,8 @@ def load_model(
     for warning in picked.warnings:
         console.warning(warning)
     placement = parse_devices(gpus)
+    if placement.machines:
+        listen_address()  # other machines join only where LTX2_MGPU_LISTEN says: ValueError naming it
     guidance_groups = guidance_group_count(guidance_parallel, placement)
     # Inside ComfyUI, mode "comfyui" runs ComfyUI's own model stack in the workers; an unusable
     # ComfyUI named by COMFYUI_PATH is refused here, before any worker starts. What the chosen engine

@@ -385,7 +385,12 @@ def test_the_pack_version_is_pyprojects():
         assert tomllib.load(f)["project"]["version"] == machines.PACK_VERSION
 
 
-def test_no_listener_without_an_address(monkeypatch):
+def test_the_loader_refuses_other_machines_without_a_listening_address(comfy, tiny, monkeypatch):  # noqa: F811
+    """Nothing listens on a network unless the user names where: the loader says what to set, before any
+    worker starts."""
+    from ltx2_mgpu.nodes.loader import load_model
+
     monkeypatch.delenv(machines.LISTEN_ENV, raising=False)
     with pytest.raises(ValueError, match="set LTX2_MGPU_LISTEN=ADDRESS:PORT"):
-        machines.listen_address()
+        load_model(tiny.checkpoint.name, "cpu,box2:cpu", "float32")
+    assert get_manager().group is None

@@ -127,7 +127,11 @@ class MachineAgent:
             if kind == "refused":
                 raise Refused(message.get("message", "refused"))
             if kind == "start":
+                ranks = [int(rank) for rank, _ in message["ranks"]]
+                _say(f"serving ranks {ranks} ({', '.join(d for _, d in message['ranks'])}) of a "
+                     f"{message['world_size']}-rank group")  # fmt: skip
                 _GroupSession(self, conn, message).run()
+                _say("the group ended; its workers stopped")
                 return True
             if kind == "files" and "id" in message:  # a check before a start: answer it all the same
                 _send(conn, {"kind": "reply", "id": message["id"], **self.check_files(message["files"])})
@@ -456,6 +460,10 @@ class _GroupSession:
 
     def _up(self, message: dict) -> None:
         self.conn.send_bytes(protocol.encode(message))
+
+
+def _say(text: str) -> None:
+    print(f"ltx2-mgpu worker: {text}", file=sys.stderr, flush=True)
 
 
 def _exit_cleanly(signum: int, _frame: Any) -> None:
