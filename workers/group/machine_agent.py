@@ -79,12 +79,12 @@ class MachineAgent:
             try:
                 conn = self._connect()
             except Refused as exc:
-                print(f"ltx2-mgpu worker: {exc}", file=sys.stderr, flush=True)
+                _say(str(exc))
                 return 2
             try:
                 served = self._serve(conn)
             except Refused as exc:
-                print(f"ltx2-mgpu worker: {exc}", file=sys.stderr, flush=True)
+                _say(str(exc))
                 return 2
             finally:
                 conn.close()
@@ -106,7 +106,7 @@ class MachineAgent:
                 ) from None
             except (ConnectionError, OSError, EOFError) as exc:
                 if not said:
-                    print(f"ltx2-mgpu worker: waiting for {host}:{port} ({exc})", file=sys.stderr, flush=True)
+                    _say(f"waiting for {host}:{port} ({exc})")
                     said = True
                 time.sleep(RETRY_S)
 
@@ -116,8 +116,7 @@ class MachineAgent:
         summary = f"{gpus} GPU{'s' * (gpus != 1)}" if gpus else "no GPU (CPU workers)"
         _send(conn, {"kind": "machine_hello", "name": self.name, "versions": machine_versions(),
                      "gpus": gpus, "summary": summary, "host": platform.node()})  # fmt: skip
-        print(f"ltx2-mgpu worker: joined {self.address[0]}:{self.address[1]} as {self.name}", file=sys.stderr,
-              flush=True)  # fmt: skip
+        _say(f"joined {self.address[0]}:{self.address[1]} as {self.name}")
         while True:
             try:
                 message = protocol.decode(conn.recv_bytes())
