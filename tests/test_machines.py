@@ -126,7 +126,7 @@ def test_tdp_and_decode_across_two_machines_equal_one_machine(comfy, tiny, liste
         agent.stop()
         assert_no_leaks()
     assert [i["device"] for i in info] == ["cpu", "cpu", "cpu"]
-    assert agent.output.count("joined") >= 1
+    assert "serving ranks [1, 2] (cpu, cpu) of a 3-rank group" in agent.output
     tdp_error = relative(video, one_machine["video"])
     decode_error = relative(images, one_machine["images"])
     print(

@@ -116,7 +116,7 @@ class MachineAgent:
         summary = f"{gpus} GPU{'s' * (gpus != 1)}" if gpus else "no GPU (CPU workers)"
         _send(conn, {"kind": "machine_hello", "name": self.name, "versions": machine_versions(),
                      "gpus": gpus, "summary": summary, "host": platform.node()})  # fmt: skip
-        _say(f"joined {self.address[0]}:{self.address[1]} as {self.name}")
+        _say(f"connected to {self.address[0]}:{self.address[1]} as {self.name}, waiting for a group")
         while True:
             try:
                 message = protocol.decode(conn.recv_bytes())
