@@ -36,6 +36,7 @@ from ..wire.errors import (
     WorkerGroupError,
     WorkerHung,
 )
+from ..wire.machines import split_device
 from ..wire.requests import OUTPUT_PREFIX
 from . import console, forked_workers, kept_slots, shutdown
 from .failures import exit_text, job_failure, out_of_step
@@ -57,6 +58,8 @@ class WorkerGroup:
         """`comfyui_root`: the ComfyUI the ranks will import, if known now; CPU workers are then forked
         with its model side already imported (forked_workers.py NOTE [fork server])."""
         self.placement = placement
+        # What was asked for; `placement` loses the machines that did not join (NOTE [machines]).
+        self.requested_placement = placement
         self._env_extra = env or {}
         self._comfyui_root = comfyui_root
         self._lock = threading.RLock()
@@ -183,15 +186,30 @@ class WorkerGroup:
         except ValueError as exc:
             raise GroupStartError(str(exc)) from None
         host, port = listener.address
+        missing = []
         for name in self.placement.machines:
             claimed = listener.claim(name, wait_s)
             if claimed is None:
+                missing.append(name)
+            else:
+                self._links.append(MachineLink(name, *claimed))
+        if missing:
+            how = (
+                f"On {', '.join(missing)}, run `ltx2-mgpu worker --join {host}:{port} --name NAME` with this machine's "
+                "join token (LTX2_MGPU_JOIN_TOKEN or its token file)"
+            )
+            left = tuple(d for d in self.placement.devices if split_device(d)[0] not in missing)
+            if not left:
                 raise GroupStartError(
-                    f"machine {name} has not joined within {wait_s:.0f} s. On {name}, run `ltx2-mgpu worker --join "
-                    f"{host}:{port} --name {name}` with this machine's join token (LTX2_MGPU_JOIN_TOKEN or its token "
-                    f"file), or leave {name} out of the loader's gpus"
+                    f"machine {', '.join(missing)} has not joined within {wait_s:.0f} s. {how}, or name devices of "
+                    "this machine in the loader's gpus"
                 )
-            self._links.append(MachineLink(name, *claimed))
+            # The jobs give the same result on fewer ranks: the GPUs that are here keep working.
+            console.warning(
+                f"machine {', '.join(missing)} has not joined within {wait_s:.0f} s: this group runs on "
+                f"{', '.join(left)} without it. {how}; Unload Models then starts a group with it again"
+            )
+            self.placement = Placement(left)
         return self._links
 
     def _await_hellos(self, accepted: queue.Queue[Connection], timeout_s: float) -> list[Connection]:

@@ -23,6 +23,7 @@ from ..wire.errors import JobCancelled, JobInputError, WorkerGroupError
 from ..wire.gguf_checks import check_gguf_loadable
 from ..wire.loader_files import check_model_header
 from ..wire.lora_files import LoraSpec, active_loras
+from ..wire.machines import machine_guidance_groups
 from ..wire.model_files import describe_header
 from ..wire.requests import LoadModel, Request, SetLoras, uses_loras
 from ..wire.weight_placement import AUTO_RESIDENT, WEIGHTS_REPLICATED, check_sharded_devices
@@ -158,7 +159,7 @@ class GroupManager:
             if group is not None and not group.is_alive:
                 self.unload("a worker had exited")
                 group = None
-            elif group is not None and group.placement != model.placement:
+            elif group is not None and group.requested_placement != model.placement:
                 self.unload(f"the model asks for other devices: {', '.join(model.placement.devices)}")
                 group = None
             elif group is not None and self._engine not in (None, model.backend):
@@ -238,6 +239,7 @@ class GroupManager:
         with self._lock:
             model = for_op(model, op)
             group = self.acquire(model, should_cancel=should_cancel, with_loras=uses_loras(op), quiet=quiet)
+            wire = _guidance_for(group, wire)
             try:
                 return group.run(
                     op, wire, on_progress=on_progress, should_cancel=self._cancel_check(should_cancel)
@@ -259,6 +261,19 @@ class GroupManager:
         if self._group is not None:
             self._group.stop(reason)
         self._group, self._loaded, self._loras, self._engine = None, None, (), None
+
+
+def _guidance_for(group: client.WorkerGroup, wire: dict) -> dict:
+    """A group that runs without a machine that did not join plans its guidance groups anew (the loader
+    counted them for every machine it named: NOTE [machines])."""
+    groups = wire.get("guidance_groups")
+    if group.placement == group.requested_placement or not isinstance(groups, int) or groups <= 1:
+        return wire
+    try:
+        fitted = machine_guidance_groups(group.placement.devices, 0)
+    except ValueError:  # machines left with unequal device counts: the plan of one machine's group
+        fitted = 0
+    return {**wire, "guidance_groups": fitted}
 
 
 def _describe(model: MGPUModel) -> str:
