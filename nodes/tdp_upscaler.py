@@ -11,7 +11,7 @@ import torch
 
 from ..workers.group import console
 from ..workers.group.client import output_slot
-from ..workers.group.manager import MGPUModel
+from ..workers.group.manager import MGPUModel, get_manager
 from ..workers.strategies.tdp_preview import preview_region
 from ..workers.strategies.tiled import (
     AUTO,
@@ -24,6 +24,7 @@ from ..workers.strategies.tiled import (
 )
 from ..workers.wire.capabilities import capabilities, check_tdp_preview, check_tdp_time_tiles
 from ..workers.wire.checks import check_splittable
+from ..workers.wire.machines import machine_sizes, split_device
 from ..workers.wire.model_files import config_from_header, read_safetensors_header
 from ..workers.wire.requests import DEFAULT_PREVIEW_FRAMES, TdpUpscale
 from ..workers.wire.requests import PREVIEW_OFF as OFF
@@ -138,6 +139,7 @@ def tdp_upscale(
     results = run_job(mgpu_model, request, node_id=node_id, total=max(1, schedule.numel() - 1))
     console.info(
         run_line(upscale_model, describe_upscaler(upscaler_config), results, time.monotonic() - start)
+        + machines_line(results)
     )
     out = {k: v for k, v in latent.items() if k != "noise_mask"}  # the mask was for stage-1 cells
     audio = parts.audio
@@ -167,6 +169,19 @@ def run_line(upscale_model: str, kind: str, results: list[dict], seconds: float)
     )
     reused = [name.replace("_", " ") for name, flag in first.get("reused", {}).items() if flag]
     return line + (f"; reused the {' and the '.join(reused)}" if reused else "")
+
+
+def machines_line(results: list[dict]) -> str:
+    """Where the tiles ran when the group spans machines (NOTE [machines]): "; tiles per machine: ..."."""
+    group = get_manager().group
+    if group is None or not group.placement.machines or len(results) != group.world_size:
+        return ""
+    per_machine = machine_sizes(group.placement.devices)
+    for machine in per_machine:
+        per_machine[machine] = 0
+    for device, result in zip(group.placement.devices, results, strict=True):
+        per_machine[split_device(device)[0]] += int(result["tiles_on_rank"])
+    return "; tiles per machine: " + ", ".join(f"{m or 'this one'} {n}" for m, n in per_machine.items())
 
 
 def _count(n: int, word: str) -> str:

@@ -114,11 +114,14 @@ def one_machine(comfy, tiny) -> dict:  # noqa: F811
     return {"video": video, "images": images}
 
 
-def test_tdp_and_decode_across_two_machines_equal_one_machine(comfy, tiny, listen, box2_models, one_machine):  # noqa: F811
+def test_tdp_and_decode_across_two_machines_equal_one_machine(
+    comfy, tiny, listen, box2_models, one_machine, caplog
+):  # noqa: F811
     agent = Agent(listen, box2_models)
     try:
         model = _model("cpu,box2:cpu:2", tiny.checkpoint)
-        video = _tdp(comfy, tiny, model)
+        with caplog.at_level("INFO", logger="ltx2_mgpu"):
+            video = _tdp(comfy, tiny, model)
         images = _decode(model, video)
         info = get_manager().group.worker_info
     finally:
@@ -127,6 +130,7 @@ def test_tdp_and_decode_across_two_machines_equal_one_machine(comfy, tiny, liste
         assert_no_leaks()
     assert [i["device"] for i in info] == ["cpu", "cpu", "cpu"]
     assert "serving ranks [1, 2] (cpu, cpu) of a 3-rank group" in agent.output
+    assert "1x3 tiles on 3 workers" in caplog.text and "tiles per machine: this one 1, box2 2" in caplog.text
     tdp_error = relative(video, one_machine["video"])
     decode_error = relative(images, one_machine["images"])
     print(
