@@ -114,9 +114,7 @@ def one_machine(comfy, tiny) -> dict:  # noqa: F811
     return {"video": video, "images": images}
 
 
-def test_tdp_and_decode_across_two_machines_equal_one_machine(
-    comfy, tiny, listen, box2_models, one_machine, caplog
-):  # noqa: F811
+def test_tdp_and_decode_on_two_machines_equal_one(comfy, tiny, listen, box2_models, one_machine, caplog):  # noqa: F811
     agent = Agent(listen, box2_models)
     try:
         model = _model("cpu,box2:cpu:2", tiny.checkpoint)
