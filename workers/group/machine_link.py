@@ -41,8 +41,7 @@ from ..wire.machines import (
 )
 from . import console
 
-HELLO_TIMEOUT_S = 10.0
-# What a machine agent's heartbeat message may lag behind its ranks' own beats (it sends every 0.25 s).
+HELLO_TIMEOUT_S = 10.0  # a machine agent says who it is this soon after the token check
 OUT = "__out__"  # marks an output slot's TensorSpec on the wire: its contents travel back, not out
 
 
