@@ -21,7 +21,10 @@ What makes a replay safe:
   states the previous block returned. A block that reads a device value on the host (`.item()`)
   cannot be captured: the forward then reruns eagerly and the key stays eager.
 - The first forward with a key runs eagerly, so whatever the model caches on first use is made
-  outside the graph's memory (and the IPC exchange grows its buffers to the forward's size).
+  outside the graph's memory (and the IPC exchange grows its buffers to the forward's size). It runs
+  on the side stream the capture will use (PyTorch's warm-up rule): a library that sets itself up per
+  stream on first use (comfy_kitchen's cuBLAS int8 path at LTX-2.5's audio and text row counts) does
+  so there, not inside the capture, where that set-up fails and the key would stay eager.
 - Replicated weights only: FSDP2's gathers count calls on the host, and offloaded weights are copied
   from host memory per call.
 - On a group of several ranks the graph holds sequence parallelism too: our block patches call SP's
@@ -144,6 +147,7 @@ class _Forward:
     graph: torch.cuda.CUDAGraph | None = None
     capture: Any = None  # the open torch.cuda.graph context
     outputs: tuple | None = None
+    warm_up: Any = None  # the open torch.cuda.stream context of a key's first (eager) forward
 
 
 class BlockGraphs:
@@ -175,6 +179,7 @@ class BlockGraphs:
         self.replays = 0
         self.captures = 0
         self._now: _Forward | None = None
+        self._stream: torch.cuda.Stream | None = None  # the warm-ups' and captures' side stream
 
     def counts(self) -> list[int]:
         """[replays, captures, keys that could not be captured and run eagerly] (for the replies)."""
@@ -237,6 +242,7 @@ class BlockGraphs:
                 now.graph.replay()
         if index == self.last:
             self._now = None
+            self._end_warm_up(now)
         return out
 
     def _begin(self, args: dict) -> _Forward:
@@ -265,17 +271,40 @@ class BlockGraphs:
             self.seen[key] = None
             while len(self.seen) > 4 * self.keep:
                 self.seen.popitem(last=False)
-            return _Forward("eager", key)
+            return _Forward("eager", key, warm_up=self._begin_warm_up(leaves))
         static = {id(t): t.clone() for t in leaves}
         graph = torch.cuda.CUDAGraph()
         torch.cuda.synchronize()
         # thread_local: a capture error stays on this thread (the shm prefault thread runs meanwhile)
-        capture = torch.cuda.graph(graph, capture_error_mode="thread_local")
+        capture = torch.cuda.graph(graph, stream=self._side_stream(), capture_error_mode="thread_local")
         capture.__enter__()
         return _Forward("capture", key, leaves, static, graph, capture)
 
+    def _side_stream(self) -> torch.cuda.Stream:
+        if self._stream is None:
+            self._stream = torch.cuda.Stream()
+        return self._stream
+
+    def _begin_warm_up(self, leaves: list[torch.Tensor]) -> Any:
+        """Run the rest of this eager forward on the capture's stream, after all queued work."""
+        if not any(t.is_cuda for t in leaves):  # graphs need CUDA; the CPU tests drive the logic only
+            return None
+        stream = self._side_stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        context = torch.cuda.stream(stream)
+        context.__enter__()
+        return context
+
+    def _end_warm_up(self, now: _Forward | None) -> None:
+        if now is None or now.warm_up is None:
+            return
+        context, now.warm_up = now.warm_up, None
+        context.__exit__(None, None, None)
+        torch.cuda.current_stream().wait_stream(self._side_stream())  # its outputs are read there
+
     def _close(self, failed: bool) -> None:
         now, self._now = self._now, None
+        self._end_warm_up(now)
         if now is None or now.capture is None:
             return
         try:
