@@ -22,7 +22,7 @@ from ..wire.constants import DEFAULT_MAX_VIDEO_TOKENS
 from ..wire.errors import JobCancelled, JobInputError, WorkerGroupError
 from ..wire.gguf_checks import check_gguf_loadable
 from ..wire.loader_files import check_model_header
-from ..wire.lora_files import LoraSpec, active_loras
+from ..wire.lora_files import LoraSpec, active_loras, describe_switch
 from ..wire.machines import machine_guidance_groups
 from ..wire.model_files import describe_header
 from ..wire.requests import LoadModel, Request, SetLoras, uses_loras
@@ -208,7 +208,7 @@ class GroupManager:
         self, group: client.WorkerGroup, loras: LoraSpec, should_cancel: Callable[[], bool] | None
     ) -> None:
         try:
-            group.run(SetLoras.OP, SetLoras(loras).to_wire(), should_cancel=should_cancel)
+            replies = group.run(SetLoras.OP, SetLoras(loras).to_wire(), should_cancel=should_cancel)
         except JobInputError:
             raise  # rejected before any weight changed: the fused set is what it was
         except WorkerGroupError as exc:
@@ -219,6 +219,9 @@ class GroupManager:
             self._unload_if_requested()
             raise
         self._loras = loras
+        line = describe_switch(replies[0], group.world_size) if replies else ""
+        if line:
+            console.info(line)
 
     def run(
         self,

@@ -108,8 +108,8 @@ def _kohya_names(checkpoint: SafetensorsHeader) -> dict[str, str]:
 
 @dataclass(frozen=True)
 class SwitchReport:
-    """What one switch did. restored: tensors re-read from the checkpoint; fused: tensors now holding
-    a LoRA; fused_bytes: their size; seconds: wall time of the switch on this rank."""
+    """What one switch did. restored: tensors re-read from the checkpoint (or put back); fused: tensors
+    now holding a LoRA; fused_bytes: their size; seconds: wall time of the switch on this rank."""
 
     changed: bool
     restored: int = 0
@@ -117,6 +117,30 @@ class SwitchReport:
     fused_bytes: int = 0
     seconds: float = 0.0
     unused_keys: int = 0
+    how: str = ""  # ComfyUI's engine: "kept", "built", "fused" or "base" (engine/comfy/weight_sets.py)
+    kept_bytes: int = 0  # the device bytes this rank's kept LoRA sets hold
+    reason: str = ""  # why the set was fused instead of kept
 
     def as_dict(self) -> dict:
         return asdict(self)
+
+
+def describe_switch(report: dict, workers: int) -> str:
+    """The console line for a LoRA switch on ComfyUI's engine (report: rank 0's SwitchReport); "" for
+    an engine that does not say how (ltx-core fuses in place) or a set that was already live."""
+    how, took = report.get("how", ""), f"{report.get('seconds', 0.0):.2f} s"
+    kept = f"{report.get('kept_bytes', 0) / 2**30:.2f} GiB of kept LoRA sets per worker"
+    if not report.get("changed") or how in ("", "live"):
+        return ""
+    if how == "kept":
+        return f"LoRA set switched in {took}: kept on the device since its first use ({kept}), nothing fused"
+    if how == "built":
+        return (
+            f"LoRA set fused in {took} and kept beside the base ({kept}): switching back to it fuses nothing"
+        )
+    if how == "base":
+        return f"LoRA set removed in {took}: the base weights stayed on the device"
+    return (
+        f"LoRA set fused in {took} on {workers} workers as ComfyUI fuses it, not kept beside the base "
+        f"({report.get('reason', '')}): every switch fuses again"
+    )

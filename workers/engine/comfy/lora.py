@@ -7,7 +7,9 @@ comfy.lora_convert.convert_lora, patches from comfy.lora.load_lora added with ad
 that clone with comfy.model_management.load_models_gpu is what makes its weights live: every clone of
 one base shares the base's torch module and its `backup` of clean weights, so ComfyUI first restores
 the weights the previous clone patched (bit for bit, from the backup) and then patches the new set.
-The base is never reloaded; switching to no LoRA loads the base patcher itself (no patches).
+The base is never reloaded; switching to no LoRA loads the base patcher itself (no patches). A set
+that fits beside the base on the device is kept there after its first switch (weight_sets.py, NOTE
+[kept weight sets]): switching back to it reads no file and patches nothing.
 
 Memory, as in native ComfyUI: the backup holds a copy of every patched weight on the patcher's
 offload device (host RAM for GPU ranks: up to the whole transformer per rank for the distilled LoRA,
@@ -18,7 +20,7 @@ Import only after bootstrap.import_comfyui.
 
 from __future__ import annotations
 
-import time
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +28,7 @@ from typing import Any
 
 from ...wire.lora_files import LoraSpec, SwitchReport, active_loras
 from .model import ComfyModel
+from .weight_sets import kept_patcher, make_live
 
 
 def patch_lora(patcher: Any, path: str | Path, strength: float) -> tuple[Any, int, int]:
@@ -75,26 +78,51 @@ class LoraPlan:
 
 
 def plan_loras(model: ComfyModel, loras: Iterable[tuple[str, float]]) -> LoraPlan | None:
-    """Read and map every file of the set (no weight changes). None when that set is already live.
-    Raises ValueError naming a file that is missing or changes nothing in this model."""
+    """Read and map every file of the set (no weight changes); a set kept on the device is taken as
+    it is, its files unread. None when that set is already live. Raises ValueError naming a file
+    that is missing or changes nothing in this model."""
     key: LoraSpec = active_loras(loras)
     if key == model.loras:
         return None
+    kept = kept_patcher(model, set_key(key))
+    if kept is not None:
+        return LoraPlan(key, kept, len(kept.patches), 0)
     patcher, patched, unused = lora_patcher(model.base_patcher, key)
     return LoraPlan(key, patcher, patched, unused)
+
+
+def set_key(loras: LoraSpec) -> tuple:
+    """What names a set's content for weight_sets: each file's path, size and change time with its
+    strength (a file written again under its name is read again)."""
+    stats = []
+    for path, strength in loras:
+        try:
+            stat = os.stat(path)
+        except OSError:
+            return ("files", loras, None)  # never kept: planning names the missing file
+        stats.append((path, strength, stat.st_size, stat.st_mtime_ns))
+    return ("files", tuple(stats))
 
 
 def apply_loras(model: ComfyModel, plan: LoraPlan) -> SwitchReport:
     """Make `plan`'s patcher live on the rank's device and `model.patcher`. An error here leaves the
     weights unknown: the caller drops the model."""
-    from .weights import make_resident
-
-    start = time.perf_counter()
     restored = len(model.patcher.patches)
-    make_resident(plan.patcher)  # offloaded weights: the patches apply as the layers are cast in
+    # offloaded weights: ComfyUI's patches apply as the layers are cast in
+    switch = make_live(model, plan.patcher, set_key(plan.key))
     model.patcher, model.loras = plan.patcher, plan.key
     fused_bytes = sum(_numel_bytes(plan.patcher, name) for name in plan.patcher.patches)
-    return SwitchReport(True, restored, plan.patched, fused_bytes, time.perf_counter() - start, plan.unused)
+    return SwitchReport(
+        True,
+        restored,
+        plan.patched,
+        fused_bytes,
+        switch.seconds,
+        plan.unused,
+        how=switch.how,
+        kept_bytes=switch.kept_bytes,
+        reason=switch.reason,
+    )
 
 
 def switch_loras(model: ComfyModel, loras: Iterable[tuple[str, float]]) -> SwitchReport:

@@ -41,7 +41,9 @@ def sample(model: ComfyModel, patch_sets: PatchSets, job: Job, request: Sample) 
             # The GUIDER's MODEL may carry LoRA nodes' patches; made live here as for a model call.
             base = live_patcher(patch_sets, model, request.guider)
         else:
-            make_live(model.patcher)  # a group MODEL call may have left a LoRA node's patches in the weights
+            make_live(
+                model, model.patcher
+            )  # a group MODEL call may have left a LoRA node's patches in the weights
             base = model.patcher
         spread = None
         if plan.groups > 1:

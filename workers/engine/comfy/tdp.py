@@ -78,7 +78,7 @@ def denoise_tiled(
 
     samples = latent["samples"]
     shapes = [t.shape for t in samples.unbind()] if samples.is_nested else [samples.shape]
-    make_live(model.patcher)  # a group MODEL call may have left a LoRA node's patches in the weights
+    make_live(model, model.patcher)  # a group MODEL call may have left a LoRA node's patches in the weights
     if region is not None and region.tile is not None:
         # The whole group on the one tile: its tokens split over the ranks (every rank runs each forward).
         parallel = SequenceParallel.for_model(model.extras["exchange"], model.diffusion_model)

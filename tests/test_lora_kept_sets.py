@@ -1,0 +1,188 @@
+"""LoRA sets kept on the device beside the base (NOTE [kept weight sets], engine/comfy/weight_sets.py).
+
+In this process, each tiny release as ComfyUI loads it (LTX-2's checkpoint and its fp8 variant,
+LTX-2.3's checkpoint, LTX-2.5's bf16 and int8 convrot transformers), two copies side by side: one
+switched by weight_sets.make_live, one by ComfyUI's own load_models_gpu as native switching does.
+After every switch of a sequence that comes back to earlier sets (A, none, A, B, A, A+B, A, none)
+both hold the same weights bit for bit, so every forward is the fused one; the sets come back
+without fusing again ("kept"), the third set lets the oldest go, and removing the LoRA gives the
+fresh base bit for bit. ComfyUI's own unpatching in between, a set that does not fit (fused as
+ComfyUI does, saying why) and LTX2_MGPU_LORA_SETS=fused keep the same bits.
+
+Through a worker group (2 CPU workers): the MGPU LoRA switches report how each set was made live,
+the console says it, and the weights equal a fused group's bit for bit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import torch
+from comfyui_harness import comfyui_in_process, comfyui_root
+
+from ltx2_mgpu.workers.embedded.tiny_variants import make_tiny_lora
+from ltx2_mgpu.workers.rank.ops_lora import weights_fingerprint
+
+pytestmark = pytest.mark.comfyui
+
+A, B = "a", "b"
+SEQUENCE = [(A,), (), (A,), (B,), (A,), (A, B), (A,), ()]
+# With two sets kept: A built, base, A kept, B built, A kept, A+B built (B, the oldest, let go), A kept.
+HOW = ["built", "base", "kept", "built", "kept", "built", "kept", "base"]
+
+
+@pytest.fixture(scope="module")
+def comfy() -> Iterator:
+    with comfyui_in_process(comfyui_root()) as mm, torch.inference_mode():
+        yield mm
+
+
+@pytest.fixture(scope="module")
+def releases(lora_files, tiny23, tiny25, tmp_path_factory) -> dict[str, tuple[Path, dict[str, tuple]]]:
+    """file kind -> (the diffusion model's file, set name -> LoRA chain ((path, strength), ...))."""
+    folder = tmp_path_factory.mktemp("kept_sets")
+    second_23 = make_tiny_lora(folder / "second-23.safetensors", tiny23.checkpoint, rank=3, seed=7)
+    two = {A: ((lora_files["lora"], 1.0),), B: ((lora_files["alpha"], 0.7),)}
+    return {
+        "2": (lora_files["checkpoint"], two),
+        "2-fp8": (lora_files["fp8"], two),
+        "2.3": (tiny23.checkpoint, {A: ((tiny23.lora, 1.0),), B: ((second_23, -0.6),)}),
+        "2.5": (tiny25.transformer, {A: ((tiny25.lora, 1.0),), B: ((tiny25.lora, 0.4),)}),
+        "2.5-int8": (tiny25.transformer_int8, {A: ((tiny25.lora, 1.0),), B: ((tiny25.lora, 0.4),)}),
+    }
+
+
+def load(path: Path):
+    from ltx2_mgpu.workers.engine.comfy.model import ComfyModel
+
+    dtype = None if ("fp8" in path.name or "int8" in path.name) else torch.float32
+    return ComfyModel.load(path, torch.device("cpu"), dtype, with_vae=False)
+
+
+def chain(sets: dict, names: tuple) -> tuple:
+    return tuple(entry for name in names for entry in sets[name])
+
+
+def fingerprint(model) -> str:
+    return weights_fingerprint([model.diffusion_model])
+
+
+@pytest.mark.parametrize("kind", ["2", "2-fp8", "2.3", "2.5", "2.5-int8"])
+def test_kept_sets_hold_the_bits_comfyui_fuses(comfy, releases, kind):
+    from ltx2_mgpu.workers.engine.comfy.lora import lora_patcher, set_key
+    from ltx2_mgpu.workers.engine.comfy.weight_sets import make_live
+    from ltx2_mgpu.workers.engine.comfy.weights import make_resident
+
+    path, sets = releases[kind]
+    kept, fused = load(path), load(path)
+    base = fingerprint(kept)
+    assert fingerprint(fused) == base
+    hows, prints = [], set()
+    for names in SEQUENCE:
+        loras = chain(sets, names)
+        kept_patcher, _, _ = lora_patcher(kept.base_patcher, loras)
+        fused_patcher, _, _ = lora_patcher(fused.base_patcher, loras)
+        hows.append(make_live(kept, kept_patcher, set_key(loras)).how)
+        make_resident(fused_patcher)  # native: ComfyUI restores the last set and patches this one
+        now = fingerprint(kept)
+        assert now == fingerprint(fused), (kind, names)
+        assert (now == base) == (not names), (kind, names)
+        prints.add(now)
+    assert hows == HOW, kind
+    assert len(prints) == 4  # base, A, B, A+B: each set changed the weights
+    assert fingerprint(kept) == base  # the LoRA removed: the fresh base, bit for bit
+
+
+def test_comfyuis_own_unpatching_and_fused_sets_keep_the_bits(comfy, releases, monkeypatch):
+    from ltx2_mgpu.workers.engine.comfy.lora import lora_patcher, set_key
+    from ltx2_mgpu.workers.engine.comfy.weight_sets import ENV, ENV_KEEP_FREE, make_live
+    from ltx2_mgpu.workers.engine.comfy.weights import make_resident
+
+    path, sets = releases["2"]
+    model, reference = load(path), load(path)
+    base = fingerprint(model)
+
+    def switch(names: tuple) -> str:
+        loras = chain(sets, names)
+        patcher = lora_patcher(model.base_patcher, loras)[0]
+        result = make_live(model, patcher, set_key(loras))
+        make_resident(lora_patcher(reference.base_patcher, loras)[0])
+        assert fingerprint(model) == fingerprint(reference), names
+        return result
+
+    assert switch((A,)).how == "built"
+    model.patcher.unpatch_model()  # ComfyUI writes its backup back: the base tensors we left there
+    assert fingerprint(model) == base
+    assert switch((A,)).how == "built"  # what ComfyUI changed is not trusted: built again
+    monkeypatch.setenv(ENV_KEEP_FREE, "1.0")
+    result = switch((B,))
+    assert (result.how, result.kept_bytes) == ("fused", 0)
+    assert f"left free ({ENV_KEEP_FREE})" in result.reason and "GiB is free" in result.reason
+    monkeypatch.delenv(ENV_KEEP_FREE)
+    assert switch((A,)).how == "built"  # from ComfyUI's fused B: the base written back first
+    assert switch(()).how == "base" and fingerprint(model) == base
+    monkeypatch.setenv(ENV, "fused")
+    assert [switch(names).how for names in ((A,), (), (B,))] == ["fused", "base", "fused"]
+    monkeypatch.setenv(ENV, "sometimes")
+    with pytest.raises(ValueError, match=f"{ENV}='sometimes': use auto"):
+        switch((A,))
+
+
+def test_mgpu_lora_switches_on_the_group_say_how_and_match_a_fused_group(make_group, lora_files, monkeypatch):
+    from ltx2_mgpu.workers.wire.lora_files import describe_switch
+
+    a, b = lora_files["lora"], lora_files["alpha"]
+    sequence = (((a, 1.0),), (), ((a, 1.0),), ((b, 0.7),), ((a, 1.0),))
+    lines, prints = {}, {}
+    for mode in ("auto", "fused"):
+        monkeypatch.setenv("LTX2_MGPU_LORA_SETS", mode)  # the workers take the environment at start
+        group = make_group("cpu:2")
+        group.run(
+            "load_model",
+            {
+                "checkpoint": str(lora_files["checkpoint"]),
+                "dtype": "float32",
+                "backend": "comfy",
+                "comfyui_root": str(comfyui_root()),
+            },
+        )
+        lines[mode], prints[mode] = [], []
+        for loras in sequence:
+            replies = group.run("set_loras", {"loras": [[str(p), s] for p, s in loras]})
+            assert len({(r["how"], r["fused"]) for r in replies}) == 1  # every rank alike
+            lines[mode].append(describe_switch(replies[0], 2))
+            states = group.run("lora_state")
+            assert states[0] == states[1]
+            prints[mode].append(states[0]["fingerprint"])
+    assert [line.split(" in ")[0] for line in lines["auto"]] == [
+        "LoRA set fused",
+        "LoRA set removed",
+        "LoRA set switched",
+        "LoRA set fused",
+        "LoRA set switched",
+    ]
+    assert "kept beside the base" in lines["auto"][0] and "nothing fused" in lines["auto"][2]
+    assert all("LTX2_MGPU_LORA_SETS=fused" in line for line in lines["fused"] if "removed" not in line)
+    assert prints["auto"] == prints["fused"]
+    with_a, base, again_a, with_b, last_a = prints["auto"]
+    assert with_a == again_a == last_a and len({base, with_a, with_b}) == 3
+
+
+def test_the_console_says_how_each_stage_got_its_lora(manager, lora_files, caplog):
+    """Stage 2 with the MGPU LoRA, stage 1 without, stage 2 again, as a two-stage workflow queues them."""
+    from ltx2_mgpu.nodes.loader import load_model
+    from ltx2_mgpu.nodes.mgpu_lora import add_lora
+
+    stage1 = load_model(str(lora_files["checkpoint"]), "cpu:1", "float32")[0]
+    (stage2,) = add_lora(stage1, str(lora_files["lora"]), 0.8)
+    lines = []
+    for model in (stage2, stage1, stage2):
+        caplog.clear()
+        with caplog.at_level("INFO", logger="ltx2_mgpu"):
+            manager.acquire(model)
+        lines.append(next(r.getMessage() for r in caplog.records if "LoRA set" in r.getMessage()))
+    assert "fused in" in lines[0] and "kept beside the base" in lines[0], lines
+    assert "removed in" in lines[1] and "base weights stayed" in lines[1], lines
+    assert "switched in" in lines[2] and "nothing fused" in lines[2], lines

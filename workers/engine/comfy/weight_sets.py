@@ -1,0 +1,262 @@
+"""LoRA sets kept on the device beside the base: switching between them costs no re-fusing.
+
+NOTE [kept weight sets]: ComfyUI switches a model's LoRA set by writing the base weights back from
+its backup (host memory on a GPU rank) and patching the new set into every weight it touches. For
+the 22B's distilled LoRA that is every Linear of the blocks dequantized, patched and quantized again:
+seconds per switch, paid twice per job when stage 1 samples the base and stage 2 the LoRA.
+
+Here a set, the first time it is made live, is computed by ComfyUI's own patching
+(ModelPatcher.patch_weight_to_device with return_weight: the same function, rounding seed and
+re-quantization as its load, so the weights are bit for bit what it fuses) into tensors of their
+own, and kept. The base tensors stay as they were. Switching then puts each touched module's
+weight Parameter back to the base's or the set's (no copy, no arithmetic) and tells ComfyUI the set
+is live (`current_weight_patches_uuid`; its `backup` holds the base tensors), so the load ComfyUI
+runs before sampling finds nothing to do, and its own unpatching, if anything triggers it, writes
+the base back.
+
+When: weights replicated on the device by ComfyUI's plain ModelPatcher (offloaded, sharded, layers
+and GGUF patch as ComfyUI does), and while the set fits: its touched tensors again (the distilled
+LoRA: about the blocks' bytes) with KEEP_FREE of the device left for sampling after older kept sets
+are let go (LTX2_MGPU_LORA_KEEP_FREE sets another fraction). Otherwise, or with
+LTX2_MGPU_LORA_SETS=fused, the set is fused as ComfyUI fuses it (native's memory and time). At most
+SETS_KEPT sets besides the base.
+
+Import only after bootstrap.import_comfyui.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import os
+import time
+import uuid
+from collections.abc import Hashable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from .model import ComfyModel
+from .quantized_shards import stored_bytes
+
+log = logging.getLogger(__name__)
+
+ENV = "LTX2_MGPU_LORA_SETS"  # "auto" (default): keep sets that fit; "fused": ComfyUI's patching each switch
+SETS_KEPT = 2  # a template's stage-2 LoRA and one more (an IC-LoRA, a style LoRA toggled between runs)
+KEEP_FREE = 0.25  # of the device's memory, left for sampling after a set is kept
+ENV_KEEP_FREE = "LTX2_MGPU_LORA_KEEP_FREE"  # another fraction (a job that needs more room, or less)
+_EXTRAS_KEY = "kept_weight_sets"
+
+
+@dataclass
+class KeptSet:
+    patcher: Any  # the ModelPatcher whose patch set this is (ComfyUI loads it before sampling)
+    tensors: dict[str, torch.nn.Parameter]  # weight key -> that set's patched weight
+    nbytes: int
+
+
+@dataclass(frozen=True)
+class Switch:
+    """How a set was made live: "kept" (swapped in), "built" (computed and kept), "fused" (ComfyUI's
+    patching), "base", "live" (already); `kept_bytes` the device bytes all kept sets hold; `reason`
+    why the set was fused instead of kept."""
+
+    how: str
+    seconds: float
+    kept_bytes: int = 0
+    reason: str = ""
+
+
+class WeightSets:
+    """The kept sets of one model on one rank, and which one its modules hold."""
+
+    def __init__(self) -> None:
+        self.base: dict[str, torch.nn.Parameter] = {}  # key -> base weight, for every key a kept set patches
+        self.sets: collections.OrderedDict[Hashable, KeptSet] = collections.OrderedDict()
+        self.live: Hashable | None = None  # the kept set the modules hold; None: the base
+        self.live_uuid: Any = None  # current_weight_patches_uuid as this object last left it
+
+    @property
+    def kept_bytes(self) -> int:
+        return sum(s.nbytes for s in self.sets.values())
+
+    def holds_our_state(self, model: Any) -> bool:
+        """Whether the modules hold what this object put there (nobody else loaded a set since)."""
+        if model.current_weight_patches_uuid not in (None, self.live_uuid):
+            return False
+        expected = self.sets[self.live].tensors if self.live is not None else {}
+        return all(_get(model, key) is expected.get(key, base) for key, base in self.base.items())
+
+    def put(self, patcher: Any, target: Hashable | None, live: bool = True) -> None:
+        """Make the modules hold kept set `target` (None: the base) and tell ComfyUI `patcher`'s set is
+        live; `live` False: a mark no patcher has, so ComfyUI's next load patches its own set."""
+        model = patcher.model
+        tensors = self.sets[target].tensors if target is not None else {}
+        for key, base in self.base.items():
+            _set(model, key, tensors.get(key, base))
+        for key in tensors:  # ComfyUI's load patches a module without this mark (after its unpatching)
+            _get(model, key.rsplit(".", 1)[0]).comfy_patched_weights = True
+        patcher.backup.clear()  # shared by every clone of the base: what ComfyUI's unpatching restores
+        backup = collections.namedtuple("Dimension", ["weight", "inplace_update"])
+        patcher.backup.update({key: backup(self.base[key], False) for key in tensors})
+        self.live, self.live_uuid = target, patcher.patches_uuid if live else uuid.uuid4()
+        model.current_weight_patches_uuid = self.live_uuid
+
+    def drop(self, patcher: Any) -> None:
+        """Give every kept set back; the modules hold the base again."""
+        if self.base and self.holds_our_state(patcher.model):
+            # Not None: with None ComfyUI's next load would take the weights as loaded, patching nothing.
+            self.put(patcher, None, live=False)
+            patcher.backup.clear()
+        self.base.clear()
+        self.sets.clear()
+        self.live = self.live_uuid = None
+
+
+def make_live(model: ComfyModel, patcher: Any, key: Hashable) -> Switch:
+    """Make `patcher`'s patch set the weights of `model` on this rank: a kept set swapped in, else
+    computed and kept when it fits, else fused as ComfyUI does. `key` names the set's content (its
+    files and strengths, or the node's patch token) so a later switch finds it without the patcher
+    it was built from. An error leaves the weights unknown: the caller drops the model."""
+    from .weights import make_resident
+
+    start = time.perf_counter()
+    sets: WeightSets = model.extras.setdefault(_EXTRAS_KEY, WeightSets())
+    ours = not sets.base or sets.holds_our_state(patcher.model)
+    if ours and patcher.model.current_weight_patches_uuid == patcher.patches_uuid:
+        return Switch("live", time.perf_counter() - start, sets.kept_bytes)  # this set is the live one
+    if not ours:
+        sets.drop(patcher)  # another load changed the weights: nothing kept is known to match
+    reason = _not_kept_because(model, patcher)
+    if reason:
+        sets.drop(patcher)
+        make_resident(patcher)
+        return Switch("fused" if patcher.patches else "base", time.perf_counter() - start, 0, reason)
+    if patcher.model.current_weight_patches_uuid not in (None, sets.live_uuid):
+        make_resident(model.base_patcher)  # a set ComfyUI fused is live: it writes the base back first
+    if not patcher.patches:
+        sets.put(patcher, None)
+        make_resident(patcher)  # ComfyUI's own bookkeeping; the weights are already live
+        return Switch("base", time.perf_counter() - start, sets.kept_bytes)
+    how = "kept"
+    if key not in sets.sets:
+        reason = _make_room(patcher, sets)
+        if reason:
+            sets.drop(patcher)
+            make_resident(patcher)
+            return Switch("fused", time.perf_counter() - start, 0, reason)
+        sets.put(patcher, None, live=False)  # the set is computed from the base
+        _build(patcher, key, sets)
+        how = "built"
+    kept = sets.sets[key]
+    sets.sets.move_to_end(key)
+    kept.patcher = patcher  # the newest patcher of this content is the one sampling loads
+    sets.put(patcher, key)
+    make_resident(patcher)
+    return Switch(how, time.perf_counter() - start, sets.kept_bytes)
+
+
+def kept_patcher(model: ComfyModel, key: Hashable) -> Any | None:
+    """The patcher of kept set `key` (no file read or mapped again), else None."""
+    sets: WeightSets | None = model.extras.get(_EXTRAS_KEY)
+    if sets is None or key not in sets.sets:
+        return None
+    return sets.sets[key].patcher
+
+
+def drop_kept(model: ComfyModel) -> None:
+    """Give the kept sets' memory back (the base stays live)."""
+    sets: WeightSets | None = model.extras.get(_EXTRAS_KEY)
+    if sets is not None:
+        sets.drop(model.base_patcher)
+
+
+def _not_kept_because(model: ComfyModel, patcher: Any) -> str:
+    import comfy.model_patcher
+
+    from .weights import WEIGHTS_REPLICATED, residency
+
+    mode = os.environ.get(ENV, "auto").strip().lower() or "auto"
+    if mode not in ("auto", "fused"):
+        raise ValueError(f"{ENV}={mode!r}: use auto (keep LoRA sets that fit beside the base) or fused")
+    if mode == "fused":
+        return f"{ENV}=fused"
+    if (
+        type(patcher) is not comfy.model_patcher.ModelPatcher
+    ):  # GGUF's and dynamic patchers load their own way
+        return f"{type(patcher).__name__} patches its own way"
+    if residency(patcher).weights != WEIGHTS_REPLICATED:
+        return f"weights {residency(patcher).weights}: only replicated weights keep sets"
+    if getattr(patcher.model, "model_lowvram", False):
+        return "ComfyUI loaded the model partially"
+    return ""
+
+
+def _make_room(patcher: Any, sets: WeightSets) -> str:
+    """Let the least recently used kept sets go until the new one fits; why it cannot, else ""."""
+    need = sum(stored_bytes(_get(patcher.model, key)) for key in patcher.patches)
+    keep_free = _keep_free()
+    while True:
+        free, total = _memory(patcher.load_device)
+        if len(sets.sets) < SETS_KEPT and free - need >= keep_free * total:
+            return ""
+        if not sets.sets:
+            return (
+                f"keeping it needs {need / 2**30:.2f} GiB and {keep_free:.0%} of {total / 2**30:.1f} GiB "
+                f"left free ({ENV_KEEP_FREE}); {free / 2**30:.2f} GiB is free"
+            )
+        oldest = next(iter(sets.sets))
+        if oldest == sets.live:
+            sets.put(patcher, None, live=False)
+        del sets.sets[oldest]
+        for name in [k for k in sets.base if not any(k in s.tensors for s in sets.sets.values())]:
+            del sets.base[name]
+
+
+def _keep_free() -> float:
+    text = os.environ.get(ENV_KEEP_FREE, "").strip()
+    try:
+        value = float(text) if text else KEEP_FREE
+    except ValueError:
+        value = -1.0
+    if not 0.0 <= value <= 1.0:
+        raise ValueError(
+            f"{ENV_KEEP_FREE}={text!r}: give the fraction of the device's memory to leave free, 0 to 1"
+        )
+    return value
+
+
+def _build(patcher: Any, key: Hashable, sets: WeightSets) -> None:
+    model = patcher.model
+    device = patcher.load_device
+    tensors = {}
+    for name in patcher.patches:
+        sets.base.setdefault(name, _get(model, name))
+        weight = patcher.patch_weight_to_device(name, device_to=device, return_weight=True)
+        tensors[name] = torch.nn.Parameter(weight, requires_grad=False)
+    sets.sets[key] = KeptSet(patcher, tensors, sum(stored_bytes(t) for t in tensors.values()))
+
+
+def _memory(device: torch.device) -> tuple[int, int]:
+    """(free, total) bytes where the weights live: the GPU's (torch's cache counted free), else host RAM."""
+    if device.type == "cuda":
+        import comfy.model_management as mm
+
+        return int(mm.get_free_memory(device)), int(torch.cuda.get_device_properties(device).total_memory)
+    import psutil
+
+    memory = psutil.virtual_memory()
+    return int(memory.available), int(memory.total)
+
+
+def _get(model: Any, key: str) -> Any:
+    import comfy.utils
+
+    return comfy.utils.get_attr(model, key)
+
+
+def _set(model: Any, key: str, value: torch.nn.Parameter) -> None:
+    import comfy.utils
+
+    comfy.utils.set_attr(model, key, value)
