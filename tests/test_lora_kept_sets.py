@@ -168,3 +168,43 @@ def test_mgpu_lora_switches_on_the_group_say_how_and_match_a_fused_group(make_gr
     assert prints["auto"] == prints["fused"]
     with_a, base, again_a, with_b, last_a = prints["auto"]
     assert with_a == again_a == last_a and len({base, with_a, with_b}) == 3
+
+
+@pytest.mark.parametrize("kind", ["2", "2.3", "2.5"])
+def test_unfused_sets_leave_the_base_and_add_the_lora_in_each_forward(comfy, releases, monkeypatch, kind):
+    """LTX2_MGPU_LORA_SETS=unfused (auto's choice when a kept set does not fit but its LoRAs do):
+    ComfyUI's bypass injection adds each LoRA in the layer's forward; the weights stay the base's bit
+    for bit, and every patched layer's output equals the fused layer's within float32 rounding."""
+    import comfy.utils
+
+    from ltx2_mgpu.workers.engine.comfy.lora import lora_patcher, set_key
+    from ltx2_mgpu.workers.engine.comfy.weight_sets import ENV, make_live
+    from ltx2_mgpu.workers.engine.comfy.weights import make_resident
+
+    monkeypatch.setenv(ENV, "unfused")
+    path, sets = releases[kind]
+    unfused, fused = load(path), load(path)
+    base = fingerprint(unfused)
+    hows, worst = [], 0.0
+    for names in [(A,), (), (A,), (B,), (A, B)]:
+        loras = chain(sets, names)
+        patcher = lora_patcher(unfused.base_patcher, loras)[0]
+        switch = make_live(unfused, patcher, set_key(loras))
+        hows.append(switch.how)
+        reference = lora_patcher(fused.base_patcher, loras)[0]
+        make_resident(reference)
+        assert fingerprint(unfused) == base, names
+        for key in reference.patches:
+            layer = key[: -len(".weight")]
+            ours, theirs = (
+                comfy.utils.get_attr(unfused.patcher.model, layer),
+                comfy.utils.get_attr(fused.patcher.model, layer),
+            )
+            x = torch.randn(3, ours.weight.shape[1], generator=torch.Generator().manual_seed(len(hows)))
+            expected = theirs(x)
+            worst = max(worst, float((ours(x) - expected).abs().max() / expected.abs().max()))
+        if names:
+            assert switch.patcher is not patcher and not switch.patcher.patches  # sampling loads the clone
+    print(f"\n[unfused {kind}] largest layer error vs fused: {worst:.1e}")
+    assert hows == ["unfused", "base", "unfused", "unfused", "unfused"]
+    assert 0 < worst <= 1e-5

@@ -138,6 +138,12 @@ def describe_switch(report: dict, workers: int) -> str:
         return (
             f"LoRA set fused in {took} and kept beside the base ({kept}): switching back to it fuses nothing"
         )
+    if how == "unfused":
+        why = f"; not kept beside the base: {report['reason']}" if report.get("reason") else ""
+        return (
+            f"LoRA set switched in {took}, unfused: its LoRAs run beside the base weights in each layer's "
+            f"forward, nothing fused{why}"
+        )
     if how == "base":
         return f"LoRA set removed in {took}: the base weights stayed on the device"
     return (

@@ -110,7 +110,7 @@ def apply_loras(model: ComfyModel, plan: LoraPlan) -> SwitchReport:
     restored = len(model.patcher.patches)
     # offloaded weights: ComfyUI's patches apply as the layers are cast in
     switch = make_live(model, plan.patcher, set_key(plan.key))
-    model.patcher, model.loras = plan.patcher, plan.key
+    model.patcher, model.loras = switch.patcher, plan.key
     fused_bytes = sum(_numel_bytes(plan.patcher, name) for name in plan.patcher.patches)
     return SwitchReport(
         True,

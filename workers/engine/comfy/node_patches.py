@@ -89,15 +89,16 @@ def patched_patcher(model: ComfyModel, token: str, patches: dict[str, list[tuple
     return clone
 
 
-def make_live(model: ComfyModel, patcher: Any, token: str = "") -> None:
+def make_live(model: ComfyModel, patcher: Any, token: str = "") -> Any:
     """Make `patcher`'s patch set the one in the shared weights (`token`: the node patches it adds to
     the rank's own set): a set kept on the device is swapped in, else ComfyUI restores the previous
-    set's weights from its backup and patches this one (weight_sets.make_live)."""
+    set's weights from its backup and patches this one (weight_sets.make_live). Returns the patcher
+    to sample with (another one when the set runs unfused)."""
     from .lora import set_key
     from .weight_sets import make_live as make_set_live
 
     key = set_key(model.loras)
-    make_set_live(model, patcher, ("node", key, token) if token else key)
+    return make_set_live(model, patcher, ("node", key, token) if token else key).patcher
 
 
 def live_patcher(sets: PatchSets, model: ComfyModel, request: Any) -> Any:
@@ -111,5 +112,5 @@ def live_patcher(sets: PatchSets, model: ComfyModel, request: Any) -> Any:
         except ValueError as exc:
             raise InputRejected(str(exc)) from exc
     patcher = patched_patcher(model, request.patch_token, patches)
-    make_live(model, patcher, request.patch_token)
+    patcher = make_live(model, patcher, request.patch_token)
     return patcher

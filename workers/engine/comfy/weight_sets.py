@@ -17,9 +17,11 @@ the base back.
 When: weights replicated on the device by ComfyUI's plain ModelPatcher (offloaded, sharded, layers
 and GGUF patch as ComfyUI does), and while the set fits: its touched tensors again (the distilled
 LoRA: about the blocks' bytes) with KEEP_FREE of the device left for sampling after older kept sets
-are let go (LTX2_MGPU_LORA_KEEP_FREE sets another fraction). Otherwise, or with
-LTX2_MGPU_LORA_SETS=fused, the set is fused as ComfyUI fuses it (native's memory and time). At most
-SETS_KEPT sets besides the base.
+are let go (LTX2_MGPU_LORA_KEEP_FREE sets another fraction). At most SETS_KEPT sets besides the base.
+A set that does not fit runs unfused when its patches are plain LoRAs and they fit: a clone of the
+patcher without weight patches carries ComfyUI's own bypass injection (its LoraLoaderBypass code),
+which adds the LoRA in each layer's forward; the base stays live. Otherwise, or with
+LTX2_MGPU_LORA_SETS=fused, the set is fused as ComfyUI fuses it (native's memory and time).
 
 Import only after bootstrap.import_comfyui.
 """
@@ -42,7 +44,9 @@ from .quantized_shards import stored_bytes
 
 log = logging.getLogger(__name__)
 
-ENV = "LTX2_MGPU_LORA_SETS"  # "auto" (default): keep sets that fit; "fused": ComfyUI's patching each switch
+ENV = "LTX2_MGPU_LORA_SETS"  # auto (default), kept, unfused or fused (ComfyUI's patching at each switch)
+MODES = ("auto", "kept", "unfused", "fused")
+_INJECTIONS = "ltx2_mgpu_unfused_lora"
 SETS_KEPT = 2  # a template's stage-2 LoRA and one more (an IC-LoRA, a style LoRA toggled between runs)
 KEEP_FREE = 0.25  # of the device's memory, left for sampling after a set is kept
 ENV_KEEP_FREE = "LTX2_MGPU_LORA_KEEP_FREE"  # another fraction (a job that needs more room, or less)
@@ -58,14 +62,15 @@ class KeptSet:
 
 @dataclass(frozen=True)
 class Switch:
-    """How a set was made live: "kept" (swapped in), "built" (computed and kept), "fused" (ComfyUI's
-    patching), "base", "live" (already); `kept_bytes` the device bytes all kept sets hold; `reason`
-    why the set was fused instead of kept."""
+    """How a set was made live: "kept" (swapped in), "built" (computed and kept), "unfused" (its
+    LoRAs beside the base in each forward), "fused" (ComfyUI's patching), "base", "live" (already);
+    `kept_bytes` the device bytes all kept sets hold; `reason` why the set was not kept."""
 
     how: str
     seconds: float
     kept_bytes: int = 0
     reason: str = ""
+    patcher: Any = None  # the patcher sampling loads (an unfused set's: a clone with its LoRAs injected)
 
 
 class WeightSets:
@@ -74,6 +79,7 @@ class WeightSets:
     def __init__(self) -> None:
         self.base: dict[str, torch.nn.Parameter] = {}  # key -> base weight, for every key a kept set patches
         self.sets: collections.OrderedDict[Hashable, KeptSet] = collections.OrderedDict()
+        self.unfused: collections.OrderedDict[Hashable, Any] = collections.OrderedDict()  # key -> patcher
         self.live: Hashable | None = None  # the kept set the modules hold; None: the base
         self.live_uuid: Any = None  # current_weight_patches_uuid as this object last left it
 
@@ -115,54 +121,130 @@ class WeightSets:
 
 
 def make_live(model: ComfyModel, patcher: Any, key: Hashable) -> Switch:
-    """Make `patcher`'s patch set the weights of `model` on this rank: a kept set swapped in, else
-    computed and kept when it fits, else fused as ComfyUI does. `key` names the set's content (its
-    files and strengths, or the node's patch token) so a later switch finds it without the patcher
-    it was built from. An error leaves the weights unknown: the caller drops the model."""
+    """Make `patcher`'s patch set live in `model` on this rank: a kept set swapped in, else computed
+    and kept when it fits, else its LoRAs run unfused beside the base when they fit, else fused as
+    ComfyUI does. `key` names the set's content (its files and strengths, or the node's patch token)
+    so a later switch finds it without the patcher it was built from. Sampling must load the
+    returned Switch.patcher. An error leaves the weights unknown: the caller drops the model."""
     from .weights import make_resident
 
     start = time.perf_counter()
     sets: WeightSets = model.extras.setdefault(_EXTRAS_KEY, WeightSets())
+
+    def done(how: str, live: Any, reason: str = "") -> Switch:
+        return Switch(how, time.perf_counter() - start, sets.kept_bytes, reason, live)
+
     ours = not sets.base or sets.holds_our_state(patcher.model)
     if ours and patcher.model.current_weight_patches_uuid == patcher.patches_uuid:
-        return Switch("live", time.perf_counter() - start, sets.kept_bytes)  # this set is the live one
+        return done("live", patcher)  # this set is the live one
     if not ours:
         sets.drop(patcher)  # another load changed the weights: nothing kept is known to match
-    reason = _not_kept_because(model, patcher)
+    mode = _mode()
+    reason = f"{ENV}=fused" if mode == "fused" else _not_kept_because(patcher)
     if reason:
         sets.drop(patcher)
         make_resident(patcher)
-        return Switch("fused" if patcher.patches else "base", time.perf_counter() - start, 0, reason)
+        return done("fused" if patcher.patches else "base", patcher, reason)
     if patcher.model.current_weight_patches_uuid not in (None, sets.live_uuid):
         make_resident(model.base_patcher)  # a set ComfyUI fused is live: it writes the base back first
+    if key in sets.unfused:
+        sets.unfused.move_to_end(key)
+        return done(_base(sets, sets.unfused[key], "unfused"), sets.unfused[key])
     if not patcher.patches:
-        sets.put(patcher, None)
-        make_resident(patcher)  # ComfyUI's own bookkeeping; the weights are already live
-        return Switch("base", time.perf_counter() - start, sets.kept_bytes)
-    how = "kept"
-    if key not in sets.sets:
+        return done(_base(sets, patcher), patcher)
+    if key in sets.sets:
+        return done(_swap(sets, patcher, key, "kept"), patcher)
+    reason = "" if mode != "unfused" else f"{ENV}=unfused"
+    if mode in ("auto", "kept"):
         reason = _make_room(patcher, sets)
-        if reason:
-            sets.drop(patcher)
-            make_resident(patcher)
-            return Switch("fused", time.perf_counter() - start, 0, reason)
-        sets.put(patcher, None, live=False)  # the set is computed from the base
-        _build(patcher, key, sets)
-        how = "built"
-    kept = sets.sets[key]
+        if not reason:
+            sets.put(patcher, None, live=False)  # the set is computed from the base
+            _build(patcher, key, sets)
+            return done(_swap(sets, patcher, key, "built"), patcher)
+    if mode in ("auto", "unfused"):
+        unfused, why = _unfused(patcher)
+        if unfused is not None:
+            sets.unfused[key] = unfused
+            while len(sets.unfused) > SETS_KEPT:
+                sets.unfused.popitem(last=False)
+            return done(_base(sets, unfused, "unfused"), unfused, reason)
+        reason = f"{reason}; unfused: {why}" if reason else why
+    sets.drop(patcher)
+    make_resident(patcher)
+    return done("fused", patcher, reason)
+
+
+def _base(sets: WeightSets, patcher: Any, how: str = "base") -> str:
+    from .weights import make_resident
+
+    sets.put(patcher, None)
+    make_resident(patcher)  # ComfyUI's own bookkeeping (and an unfused set's forwards); no weight changes
+    return how
+
+
+def _swap(sets: WeightSets, patcher: Any, key: Hashable, how: str) -> str:
+    from .weights import make_resident
+
     sets.sets.move_to_end(key)
-    kept.patcher = patcher  # the newest patcher of this content is the one sampling loads
+    sets.sets[key].patcher = patcher  # the newest patcher of this content is the one sampling loads
     sets.put(patcher, key)
     make_resident(patcher)
-    return Switch(how, time.perf_counter() - start, sets.kept_bytes)
+    return how
+
+
+def _unfused(patcher: Any) -> tuple[Any, str]:
+    """A clone of `patcher` without weight patches whose LoRAs run beside the base weights in each
+    layer's forward, by ComfyUI's own bypass injection (comfy.weight_adapter.BypassInjectionManager,
+    what its LoraLoaderBypassModelOnly uses): (clone, "") or (None, why not)."""
+    import comfy.weight_adapter
+    from comfy.weight_adapter.lora import LoRAAdapter
+
+    layers: list[Any] = []  # one manager per position in a key's patch list (stacked LoRAs)
+    need = 0
+    for key, entries in patcher.patches.items():
+        for index, (strength, adapter, strength_model, offset, function) in enumerate(entries):
+            plain = (
+                type(adapter) is LoRAAdapter
+                and key.endswith(".weight")
+                and strength_model == 1.0
+                and offset is None
+                and function is None
+                and all(part is None for part in adapter.weights[3:6])  # no mid, DoRA, reshape
+            )
+            if not plain:
+                return None, f"{key} carries a patch other than a plain LoRA"
+            while len(layers) <= index:
+                layers.append(comfy.weight_adapter.BypassInjectionManager())
+            own = LoRAAdapter(adapter.loaded_keys, adapter.weights)  # the hook sets its multiplier on it
+            layers[index].add_adapter(key, own, strength=strength)
+            need += sum(t.numel() * t.element_size() for t in adapter.weights[:2])
+    free, total = _memory(patcher.load_device)
+    keep_free = _keep_free()
+    if free - need < keep_free * total:
+        return None, f"its LoRAs need {need / 2**30:.2f} GiB, {free / 2**30:.2f} GiB is free"
+    clone = patcher.clone()
+    clone.patches = {}
+    clone.patches_uuid = uuid.uuid4()
+    name = f"{_INJECTIONS}.{len(clone.injections)}"  # a clone of an unfused set keeps that set's injections
+    clone.set_injections(name, [i for manager in layers for i in manager.create_injections(clone.model)])
+    return clone, ""
+
+
+def _mode() -> str:
+    mode = os.environ.get(ENV, "auto").strip().lower() or "auto"
+    if mode not in MODES:
+        raise ValueError(
+            f"{ENV}={mode!r}: use auto (kept beside the base, else unfused, else fused), kept, unfused or fused"
+        )
+    return mode
 
 
 def kept_patcher(model: ComfyModel, key: Hashable) -> Any | None:
-    """The patcher of kept set `key` (no file read or mapped again), else None."""
+    """The patcher of kept or unfused set `key` (no file read or mapped again), else None."""
     sets: WeightSets | None = model.extras.get(_EXTRAS_KEY)
-    if sets is None or key not in sets.sets:
-        return None
-    return sets.sets[key].patcher
+    if sets is not None and key in sets.sets:
+        return sets.sets[key].patcher
+    return None if sets is None else sets.unfused.get(key)
 
 
 def drop_kept(model: ComfyModel) -> None:
@@ -172,22 +254,18 @@ def drop_kept(model: ComfyModel) -> None:
         sets.drop(model.base_patcher)
 
 
-def _not_kept_because(model: ComfyModel, patcher: Any) -> str:
+def _not_kept_because(patcher: Any) -> str:
     import comfy.model_patcher
 
     from .weights import WEIGHTS_REPLICATED, residency
 
-    mode = os.environ.get(ENV, "auto").strip().lower() or "auto"
-    if mode not in ("auto", "fused"):
-        raise ValueError(f"{ENV}={mode!r}: use auto (keep LoRA sets that fit beside the base) or fused")
-    if mode == "fused":
-        return f"{ENV}=fused"
     if (
         type(patcher) is not comfy.model_patcher.ModelPatcher
     ):  # GGUF's and dynamic patchers load their own way
         return f"{type(patcher).__name__} patches its own way"
-    if residency(patcher).weights != WEIGHTS_REPLICATED:
-        return f"weights {residency(patcher).weights}: only replicated weights keep sets"
+    weights = residency(patcher).weights
+    if weights != WEIGHTS_REPLICATED:
+        return f"weights {weights}: only replicated weights keep sets"
     if getattr(patcher.model, "model_lowvram", False):
         return "ComfyUI loaded the model partially"
     return ""
