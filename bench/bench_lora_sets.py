@@ -27,7 +27,7 @@ from pathlib import Path
 
 import torch
 from bench_report import finish
-from step_sizes import TINY
+from step_sizes import AUDIO_FRAMES, SHAPES, TINY, TINY_SHAPES
 
 from ltx2_mgpu.workers.wire.comfyui_root import COMFYUI_PATH_ENV, check_comfyui_root
 from ltx2_mgpu.workers.wire.released_configs import LTX2_19B_TRANSFORMER
@@ -105,6 +105,12 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--rank", type=int, default=384, help="the LoRA's rank (384: the distilled LoRA's)")
     parser.add_argument("--repeats", type=int, default=3, help="LoRA on / off rounds per mode")
     parser.add_argument("--tiny", action="store_true", help="CPU smoke run with the tiny configuration")
+    parser.add_argument(
+        "--step-tokens",
+        type=int,
+        default=0,
+        help="also time a CFG step at this video size (6144, 24576; tiny: 96)",
+    )
     parser.add_argument("--comfyui", default=os.environ.get(COMFYUI_PATH_ENV, ""), help="ComfyUI root")
     args = parser.parse_args(argv)
     if not args.comfyui:
@@ -119,7 +125,7 @@ def main(argv: list[str] | None = None) -> dict:
 
     from ltx2_mgpu.workers.engine.comfy.model import ComfyModel
     from ltx2_mgpu.workers.engine.comfy.random_model import family_config, random_base_model
-    from ltx2_mgpu.workers.engine.comfy.weight_sets import make_live
+    from ltx2_mgpu.workers.engine.comfy.weight_sets import ENV, make_live
     from ltx2_mgpu.workers.engine.comfy.weights import make_resident
 
     config = family_config({**LTX2_19B_TRANSFORMER, **(TINY if args.tiny else {})}, args.family)
@@ -149,34 +155,60 @@ def main(argv: list[str] | None = None) -> dict:
         "model_gib_on_device": loaded,
     }
     digests = {}
-    for mode in ("fused", "kept"):
-        on, off, hows = [], [], []
-        for _ in range(args.repeats):
-            clone, patched = lora_clone(
-                base, tensors
-            )  # what a LoRA node gives each run (mapped, host tensors)
+    step = step_timer(args, config, device)
+    if step:
+        report["base_step_ms"] = step(base)
+    for mode in ("fused", "kept", "unfused"):
+        os.environ[ENV] = mode
+        on, off, hows, steps = [], [], [], []
+        for repeat in range(args.repeats):
+            # what a LoRA node gives each run: its patches mapped, the tensors in host memory
+            clone, patched = lora_clone(base, tensors)
             if mode == "fused":
                 seconds, _ = timed(lambda c=clone: make_resident(c), device)
-                on.append(seconds)
-                digests.setdefault("fused", digest(clone, sorted(clone.patches)))
+                live = clone
+                digests.setdefault(mode, digest(clone, sorted(clone.patches)))
+            else:
+                seconds, switch = timed(lambda c=clone: make_live(model, c, ("bench", mode)), device)
+                live = switch.patcher
+                hows.append(switch.how)
+                if mode == "kept":
+                    digests.setdefault(mode, digest(clone, sorted(clone.patches)))
+                    report["kept_gib"] = switch.kept_bytes / GIB
+            on.append(seconds)
+            if step and repeat == 0:
+                steps = step(live)
+            if mode == "fused":
                 seconds, _ = timed(lambda: make_resident(base), device)
             else:
-                seconds, switch = timed(lambda c=clone: make_live(model, c, ("bench", args.rank)), device)
-                on.append(seconds)
-                hows.append(switch.how)
-                digests.setdefault("kept", digest(clone, sorted(clone.patches)))
-                report["kept_gib"] = switch.kept_bytes / GIB
                 seconds, switch = timed(lambda: make_live(model, base, ()), device)
                 hows.append(switch.how)
             off.append(seconds)
         report[mode] = {"lora_on_s": on, "lora_off_s": off, "patched_weights": patched}
         if hows:
             report[mode]["how"] = hows
+        if steps:
+            report[mode]["step_ms"] = steps
         if device.type == "cuda":
             report[mode]["memory_allocated_gib"] = torch.cuda.memory_allocated(device) / GIB
         print(mode, report[mode], flush=True)
+    os.environ.pop(ENV, None)
     report["same_weights_bit_for_bit"] = digests["fused"] == digests["kept"]
     return finish(report, args.out, argv)
+
+
+def step_timer(args, config: dict, device):
+    """fn(patcher) -> ms of 2 CFG steps at --step-tokens (None without): the LoRA's cost per step."""
+    if not args.step_tokens:
+        return None
+    from ltx2_mgpu.workers.engine.comfy.bench import random_job_inputs, time_steps
+    from ltx2_mgpu.workers.engine.comfy.random_model import context_width
+
+    shape = (TINY_SHAPES if args.tiny else SHAPES)[args.step_tokens]
+    inputs = random_job_inputs(
+        list(shape), AUDIO_FRAMES, config["caption_channels"], 0, context_width(config)
+    )
+    return lambda patcher: time_steps(patcher, inputs, 2, device)
 
 
 if __name__ == "__main__":

@@ -255,17 +255,20 @@ def test_the_step_bench_measures_an_attention_backend_tiny_on_cpu(comfy, tmp_pat
 
 @pytest.mark.parametrize("weights", ["fp8", "int8"])
 def test_the_lora_switch_bench_runs_both_modes_tiny_on_cpu(comfy, tmp_path, weights):
-    """bench_lora_sets --tiny: ComfyUI's fused switching and the kept sets, side by side, leave the same
-    weights bit for bit; the kept mode builds the set once and swaps it in afterwards."""
+    """bench_lora_sets --tiny: ComfyUI's fused switching, the kept sets and the unfused LoRAs side by
+    side; fused and kept leave the same weights bit for bit; kept builds the set once and swaps it in
+    afterwards; a step is timed in each mode."""
     sys.path.insert(0, str(BENCH))
     try:
         bench = _load_bench_module("bench_lora_sets")
         report = bench.main(["--tiny", "--family", "2.5", "--weights", weights, "--rank", "4", "--repeats", "2",
-                             "--comfyui", COMFYUI, "--out", str(tmp_path / "sets.json")])  # fmt: skip
+                             "--step-tokens", "96", "--comfyui", COMFYUI, "--out", str(tmp_path / "sets.json")])  # fmt: skip
     finally:
         sys.path.remove(str(BENCH))
     assert report["same_weights_bit_for_bit"] is True
     assert report["kept"]["how"] == ["built", "base", "kept", "base"]
+    assert report["unfused"]["how"] == ["unfused", "base", "unfused", "base"]
     assert report["kept"]["patched_weights"] == report["fused"]["patched_weights"] > 0
     assert len(report["fused"]["lora_on_s"]) == len(report["kept"]["lora_off_s"]) == 2
     assert report["kept_gib"] > 0
+    assert all(len(report[mode]["step_ms"]) == 2 for mode in ("fused", "kept", "unfused"))

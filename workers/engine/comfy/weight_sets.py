@@ -147,12 +147,12 @@ def make_live(model: ComfyModel, patcher: Any, key: Hashable) -> Switch:
         return done("fused" if patcher.patches else "base", patcher, reason)
     if patcher.model.current_weight_patches_uuid not in (None, sets.live_uuid):
         make_resident(model.base_patcher)  # a set ComfyUI fused is live: it writes the base back first
-    if key in sets.unfused:
+    if key in sets.unfused and mode != "kept":
         sets.unfused.move_to_end(key)
         return done(_base(sets, sets.unfused[key], "unfused"), sets.unfused[key])
     if not patcher.patches:
         return done(_base(sets, patcher), patcher)
-    if key in sets.sets:
+    if key in sets.sets and mode != "unfused":
         return done(_swap(sets, patcher, key, "kept"), patcher)
     reason = "" if mode != "unfused" else f"{ENV}=unfused"
     if mode in ("auto", "kept"):
