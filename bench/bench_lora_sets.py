@@ -169,7 +169,7 @@ def main(argv: list[str] | None = None) -> dict:
                 live = clone
                 digests.setdefault(mode, digest(clone, sorted(clone.patches)))
             else:
-                seconds, switch = timed(lambda c=clone: make_live(model, c, ("bench", mode)), device)
+                seconds, switch = timed(lambda c=clone, m=mode: make_live(model, c, ("bench", m)), device)
                 live = switch.patcher
                 hows.append(switch.how)
                 if mode == "kept":
