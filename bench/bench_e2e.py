@@ -34,6 +34,7 @@ import asyncio
 import contextlib
 import gc
 import json
+import logging
 import os
 import platform
 import sys
@@ -293,18 +294,43 @@ def warmup_variant(prompt: dict) -> dict:
     return prompt
 
 
+class ConsoleLines(logging.Handler):
+    """The pack's console lines (logger "ltx2_mgpu": loads, LoRA switches, fallbacks) during a run,
+    kept for the result: what the workers chose is part of what a time means."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+
+    def __enter__(self) -> list[str]:
+        log = logging.getLogger("ltx2_mgpu")
+        self.level = log.level
+        log.setLevel(logging.INFO)
+        log.addHandler(self)
+        return self.lines
+
+    def __exit__(self, *exc) -> None:
+        log = logging.getLogger("ltx2_mgpu")
+        log.removeHandler(self)
+        log.setLevel(self.level)
+
+
 def run_side(prompt: dict, label: str, sync, devices: list[int], runs: int, trace=None) -> dict:
     if trace is not None:
         trace.start(label)
     server = StandInServer(sync)
     executor = make_executor(server)
-    with MemoryPoller(devices) as warm_memory:
+    with MemoryPoller(devices) as warm_memory, ConsoleLines() as warm_lines:
         warm = run_prompt(executor, server, warmup_variant(prompt), f"{label}-warmup")
     timed_runs = []
     for i in range(runs):
-        with MemoryPoller(devices) as memory:
+        with MemoryPoller(devices) as memory, ConsoleLines() as lines:
             timed = run_prompt(executor, server, prompt, f"{label}-{i}")
         timed_runs.append((timed, memory))
+        timed["console"] = lines
     best, memory = min(timed_runs, key=lambda r: r[0]["total_s"])
     result = {
         "total_s": round(best["total_s"], 4),
@@ -315,7 +341,9 @@ def run_side(prompt: dict, label: str, sync, devices: list[int], runs: int, trac
             "total_s": round(warm["total_s"], 4),
             "stages_s": stage_times(prompt, warm["nodes"]),
             "peak_device_memory_gib": {f"cuda:{d}": round(v / GIB, 2) for d, v in warm_memory.peak.items()},
+            "console": warm_lines,
         },
+        "console": best["console"],  # the pack's console lines during the timed run
         "nodes_s": [(n, c, round(s, 4)) for n, c, s in best["nodes"]],
         "frames_shape": best["latents"].get("frames"),
         "waveform_shape": best["latents"].get("waveform"),

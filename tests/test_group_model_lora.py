@@ -74,6 +74,21 @@ def test_lora_node_matches_native_then_switches_and_restores(comfy, group_model,
     assert all(torch.equal(a, b) for a, b in zip(again, base))
 
 
+def test_the_console_says_how_the_lora_node_was_made_live(comfy, group_model, loras, caplog):  # noqa: F811
+    """A LoRA node's set on the MODEL path: fused once and kept, the base back, then swapped in."""
+    name, _ = loras
+    with_lora = lora_node(group_model, name, 0.7)
+    lines = []
+    for model in (with_lora, group_model, with_lora):
+        caplog.clear()
+        with caplog.at_level("INFO", logger="ltx2_mgpu"):
+            run_graph(comfy, model, GRAPH)
+        lines.append([r.getMessage() for r in caplog.records if "LoRA set" in r.getMessage()])
+    assert len(lines[0]) == 1 and "kept beside the base" in lines[0][0], lines
+    assert len(lines[1]) == 1 and "base weights stayed" in lines[1][0], lines
+    assert len(lines[2]) == 1 and "kept on the device since its first use" in lines[2][0], lines
+
+
 def test_two_lora_nodes_chained(comfy, group_model, loras):  # noqa: F811
     first, second = loras
     native = run_graph(comfy, lora_node(lora_node(comfy.model, first, 0.8), second, -0.5), GRAPH)

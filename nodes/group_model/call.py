@@ -20,11 +20,13 @@ from typing import Any
 
 import torch
 
+from ...workers.group import console
 from ...workers.group.kept_slots import KeptSlots
 from ...workers.group.manager import MGPUModel, get_manager
 from ...workers.wire import model_call as wire
 from ...workers.wire.capabilities import capabilities
 from ...workers.wire.errors import JobInputError
+from ...workers.wire.lora_files import describe_switch
 from ...workers.wire.requests import ComfyModelCall, ComfyTextEmbeds, Request
 from .. import comfy
 from ..jobs import cancel_as_interrupt
@@ -133,6 +135,7 @@ class GroupModelCall:
             patch_token=patch_token, patches=patches, guidance_groups=self.recipe.guidance_groups,
         )  # fmt: skip
         self.last_replies = self._run_job(request)
+        _say_switch(self.last_replies)
         return [slot.tensor for slot in slots]
 
     def release(self) -> None:
@@ -188,9 +191,18 @@ class GroupModelCall:
             except BaseException:
                 self._patches.forget()
                 raise
+        _say_switch(replies)
         out = wire.inline_to_tensor(replies[0]["embeds"]).to(context.device)
         self._embeds = [*self._embeds[-3:], (context.detach().clone(), *key, out)]
         return out
+
+
+def _say_switch(replies: list[dict]) -> None:
+    """The console line of a LoRA set switch this call's ranks made (a LoRA node on the MODEL)."""
+    report = replies[0].get("lora_switch") if replies else None
+    line = describe_switch(report, len(replies)) if report else ""
+    if line:
+        console.info(line)
 
 
 def _same(a: torch.Tensor, b: torch.Tensor) -> bool:

@@ -20,7 +20,7 @@ from .call_profile import profiled_call
 from .model import ComfyModel
 from .model_call import ConditioningCache, ModelCallServer, batch_share, decode_call
 from .model_call import text_embeds as run_text_embeds
-from .node_patches import PatchSets, live_patcher
+from .node_patches import PatchSets, live_patcher, switch_reply
 from .sample_job import guidance_groups, requested_groups
 
 
@@ -30,6 +30,7 @@ def model_call(
     """One model call of a native sampler; `caches`: the rank's conditioning caches, `patch_sets` its
     weight patch sets (NOTE [node patches])."""
     patcher = live_patcher(patch_sets, model, request)
+    switched = switch_reply(model)
     cache = caches.for_token(request.token, list(request.drop))
     try:
         call = decode_call(request.call, cache, job.device)
@@ -82,6 +83,7 @@ def model_call(
         "guidance_groups": 1 if groups is None else groups.groups,
         # NOTE [call graphs]: this server's [replays, captures, keys left eager] so far (None: no graphs)
         "cuda_graphs": None if server.graphs is None else server.graphs.counts(),
+        **(switched if job.rank == 0 else {}),
     }
 
 
@@ -109,4 +111,4 @@ def _guidance_share(job: Job, model: ComfyModel, request: ComfyModelCall, call: 
 def text_embeds(model: ComfyModel, patch_sets: PatchSets, job: Job, request: ComfyTextEmbeds) -> dict:
     patcher = live_patcher(patch_sets, model, request)
     out = run_text_embeds(patcher, request.context, request.unprocessed, job.device)
-    return {"embeds": wire.inline_tensor(out)} if job.rank == 0 else {}
+    return {"embeds": wire.inline_tensor(out), **switch_reply(model)} if job.rank == 0 else {}

@@ -18,6 +18,8 @@ from .model import ComfyModel
 # and stage 2) alternate without resending. Each holds a copy of its LoRA tensors in host memory,
 # as the UI process does (the distilled LoRA of the 22B: ~1 GB in bf16).
 SETS_KEPT = 2
+_SWITCH = "node_patches_switch"  # model.extras: the last switch, until a reply carries it
+_LIVE_KEY = "node_patches_live_key"  # model.extras: the set key make_live last made live
 
 
 class PatchSets:
@@ -98,7 +100,33 @@ def make_live(model: ComfyModel, patcher: Any, token: str = "") -> Any:
     from .weight_sets import make_live as make_set_live
 
     key = set_key(model.loras)
-    return make_set_live(model, patcher, ("node", key, token) if token else key).patcher
+    key = ("node", key, token) if token else key
+    model.extras.pop(_SWITCH, None)  # only this call's switch is reported
+    switch = make_set_live(model, patcher, key)
+    before = model.extras.get(_LIVE_KEY)
+    model.extras[_LIVE_KEY] = key
+    # The base made live with no set live before it (a fresh load) is no switch to speak of.
+    if switch.how != "live" and (switch.how != "base" or before not in (None, key)):
+        model.extras[_SWITCH] = switch
+    return switch.patcher
+
+
+def switch_reply(model: ComfyModel) -> dict:
+    """{"lora_switch": SwitchReport dict} for the reply of the job whose make_live switched the set
+    (the UI process prints its line, as the MGPU LoRA's switches print theirs), else {}."""
+    from ...wire.lora_files import SwitchReport
+
+    switch = model.extras.pop(_SWITCH, None)
+    if switch is None:
+        return {}
+    report = SwitchReport(
+        changed=True,
+        seconds=switch.seconds,
+        how=switch.how,
+        kept_bytes=switch.kept_bytes,
+        reason=switch.reason,
+    )
+    return {"lora_switch": report.as_dict()}
 
 
 def live_patcher(sets: PatchSets, model: ComfyModel, request: Any) -> Any:
