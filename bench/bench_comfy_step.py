@@ -47,19 +47,17 @@ import argparse
 import gc
 import importlib.util
 import json
-import os
 import platform
 import tempfile
 from pathlib import Path
 
 import torch
 from av_flops import H200_PEAK_FLOPS, av_step_flops, mfu
-from bench_report import finish
+from bench_report import add_comfyui_argument, comfyui_root, finish
 from step_sizes import AUDIO_FRAMES, SHAPES, TINY, TINY_SHAPES, matmul_tflops, median
 
 from ltx2_mgpu.workers.group.client import WorkerGroup
 from ltx2_mgpu.workers.group.launcher import Placement
-from ltx2_mgpu.workers.wire.comfyui_root import COMFYUI_PATH_ENV, check_comfyui_root
 from ltx2_mgpu.workers.wire.released_configs import LTX2_19B_TRANSFORMER
 from ltx2_mgpu.workers.wire.requests import BENCH_WEIGHT_FORMATS
 
@@ -440,11 +438,9 @@ def main(argv: list[str] | None = None) -> dict:
         help="guidance scale; 1 times the cond pass alone (one guidance pass)",
     )
     parser.add_argument("--sp-devices", nargs="*", default=[], help="also time SP groups, e.g. cuda:0,cuda:1")
-    parser.add_argument("--comfyui", default=os.environ.get(COMFYUI_PATH_ENV, ""), help="ComfyUI root")
+    add_comfyui_argument(parser)
     args = parser.parse_args(argv)
-    if not args.comfyui:
-        parser.error(f"name the ComfyUI to measure with --comfyui or {COMFYUI_PATH_ENV}")
-    root = check_comfyui_root(args.comfyui, source="--comfyui")
+    root = comfyui_root(parser, args)
     device = torch.device("cpu" if args.tiny else "cuda:0")
     # 3,520: the LTX-2.3 t2v template's stage 1 (1280x704 halved, 121 frames), chosen with --tokens only.
     all_shapes = TINY_SHAPES if args.tiny else {**SHAPES, 3520: (1, 128, 16, 11, 20)}

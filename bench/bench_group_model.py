@@ -20,19 +20,18 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import platform
 import time
 from pathlib import Path
 
 import torch
-from bench_report import finish
+from bench_report import add_comfyui_argument, comfyui_root, finish
 from step_sizes import AUDIO_FRAMES, SHAPES, TINY, TINY_SHAPES, median
 
 from ltx2_mgpu.workers.group.client import WorkerGroup
 from ltx2_mgpu.workers.group.launcher import Placement
 from ltx2_mgpu.workers.group.manager import MGPUModel
-from ltx2_mgpu.workers.wire.comfyui_root import COMFYUI_PATH_ENV, check_comfyui_root
+from ltx2_mgpu.workers.wire.backend import BACKEND_COMFY
 from ltx2_mgpu.workers.wire.released_configs import LTX2_19B_TRANSFORMER
 from ltx2_mgpu.workers.wire.requests import ComfyModelCall, Request
 
@@ -81,7 +80,10 @@ def group_model_steps(config: dict, shape, dtype, repeats: int, timed: TimedRun,
     # The configuration comfy_load_random_model builds in the rank (engine/comfy/random_model.py).
     model_config = comfy.supported_models.LTXAV(unet_config(config))
     recipe = MGPUModel(
-        checkpoint="<random 19B shape>", dtype=str(dtype).removeprefix("torch."), devices=devices
+        checkpoint="<random 19B shape>",
+        dtype=str(dtype).removeprefix("torch."),
+        devices=devices,
+        backend=BACKEND_COMFY,  # the MODEL output's engine (the group runs comfy_load_random_model)
     )
     patcher = group_model_from_config(model_config, timed.timing(GroupModelCall(recipe, run=timed)), dtype)
     inputs = random_job_inputs(list(shape), AUDIO_FRAMES, config["caption_channels"], 0)
@@ -106,13 +108,11 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--tiny", action="store_true", help="CPU smoke run with a small configuration")
     parser.add_argument("--repeats", type=int, default=5, help="timed steps per path and size")
     parser.add_argument("--devices", default="", help="the group's devices (default cuda:0; --tiny: cpu)")
-    parser.add_argument("--comfyui", default=os.environ.get(COMFYUI_PATH_ENV, ""), help="ComfyUI root")
+    add_comfyui_argument(parser)
     args = parser.parse_args(argv)
-    if not args.comfyui:
-        parser.error(f"name the ComfyUI to measure with --comfyui or {COMFYUI_PATH_ENV}")
     if not args.tiny and not torch.cuda.is_available():
         parser.error("this benchmark needs a CUDA GPU (or --tiny for a CPU smoke run)")
-    root = check_comfyui_root(args.comfyui, source="--comfyui")
+    root = comfyui_root(parser, args)
     device = torch.device("cpu" if args.tiny else "cuda:0")
     devices = tuple((args.devices or str(device)).split(","))
     config = {**LTX2_19B_TRANSFORMER, **(TINY if args.tiny else {})}

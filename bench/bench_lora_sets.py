@@ -26,10 +26,9 @@ import time
 from pathlib import Path
 
 import torch
-from bench_report import finish
+from bench_report import add_comfyui_argument, comfyui_root, finish
 from step_sizes import AUDIO_FRAMES, SHAPES, TINY, TINY_SHAPES
 
-from ltx2_mgpu.workers.wire.comfyui_root import COMFYUI_PATH_ENV, check_comfyui_root
 from ltx2_mgpu.workers.wire.released_configs import LTX2_19B_TRANSFORMER
 
 GIB = 2**30
@@ -111,11 +110,9 @@ def main(argv: list[str] | None = None) -> dict:
         default=0,
         help="also time a CFG step at this video size (6144, 24576; tiny: 96)",
     )
-    parser.add_argument("--comfyui", default=os.environ.get(COMFYUI_PATH_ENV, ""), help="ComfyUI root")
+    add_comfyui_argument(parser)
     args = parser.parse_args(argv)
-    if not args.comfyui:
-        parser.error(f"name the ComfyUI to measure with --comfyui or {COMFYUI_PATH_ENV}")
-    root = check_comfyui_root(args.comfyui, source="--comfyui")
+    root = comfyui_root(parser, args)
     device = torch.device("cpu" if args.tiny else "cuda:0")
     from ltx2_mgpu.workers.engine.comfy.bootstrap import import_comfyui
 

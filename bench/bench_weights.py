@@ -36,17 +36,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import platform
 from pathlib import Path
 
 import torch
-from bench_report import finish
+from bench_report import add_comfyui_argument, comfyui_root, finish
 from step_sizes import AUDIO_FRAMES, SHAPES, TINY, TINY_SHAPES, median
 
 from ltx2_mgpu.workers.group.client import WorkerGroup
 from ltx2_mgpu.workers.group.launcher import Placement
-from ltx2_mgpu.workers.wire.comfyui_root import COMFYUI_PATH_ENV, check_comfyui_root
 from ltx2_mgpu.workers.wire.memory_plan import RUNTIME_BYTES_PER_GPU, ModelSizes, activation_bytes
 from ltx2_mgpu.workers.wire.released_configs import LTX2_19B_TRANSFORMER
 from ltx2_mgpu.workers.wire.requests import BENCH_WEIGHT_FORMATS
@@ -145,11 +143,9 @@ def main(argv: list[str] | None = None) -> dict:
         help="video token counts (default: 6,144 and 24,576; 14,080: the 2.3 t2v template's 1280x704x121)",
     )
     parser.add_argument("--repeats", type=int, default=3, help="timed steps per option and size")
-    parser.add_argument("--comfyui", default=os.environ.get(COMFYUI_PATH_ENV, ""), help="ComfyUI root")
+    add_comfyui_argument(parser)
     args = parser.parse_args(argv)
-    if not args.comfyui:
-        parser.error(f"name the ComfyUI to measure with --comfyui or {COMFYUI_PATH_ENV}")
-    root = check_comfyui_root(args.comfyui, source="--comfyui")
+    root = comfyui_root(parser, args)
     all_shapes = TINY_SHAPES if args.tiny else {**SHAPES, **TEMPLATE_SHAPES}
     defaults = TINY_SHAPES if args.tiny else SHAPES
     shapes = {t: s for t, s in sorted(all_shapes.items()) if t in (args.tokens or defaults)}
