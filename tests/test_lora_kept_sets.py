@@ -207,4 +207,7 @@ def test_unfused_sets_leave_the_base_and_add_the_lora_in_each_forward(comfy, rel
             assert switch.patcher is not patcher and not switch.patcher.patches  # sampling loads the clone
     print(f"\n[unfused {kind}] largest layer error vs fused: {worst:.1e}")
     assert hows == ["unfused", "base", "unfused", "unfused", "unfused"]
+    # The next model call asks for the same set with the patcher it samples with: nothing to switch.
+    again = make_live(unfused, lora_patcher(unfused.base_patcher, loras)[0], set_key(loras))
+    assert again.how == "live" and again.patcher is switch.patcher
     assert 0 < worst <= 1e-5

@@ -137,9 +137,12 @@ def make_live(model: ComfyModel, patcher: Any, key: Hashable) -> Switch:
     ours = not sets.base or sets.holds_our_state(patcher.model)
     if ours and patcher.model.current_weight_patches_uuid == patcher.patches_uuid:
         return done("live", patcher)  # this set is the live one
+    mode = _mode()
+    unfused = sets.unfused.get(key) if ours and mode != "kept" else None
+    if unfused is not None and patcher.model.current_weight_patches_uuid == unfused.patches_uuid:
+        return done("live", unfused)  # its LoRAs already run beside the base (each model call asks again)
     if not ours:
         sets.drop(patcher)  # another load changed the weights: nothing kept is known to match
-    mode = _mode()
     reason = f"{ENV}=fused" if mode == "fused" else _not_kept_because(patcher)
     if reason:
         sets.drop(patcher)
