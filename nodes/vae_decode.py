@@ -94,6 +94,12 @@ def decode_latent(
         first.get("plan", ""),
         max(r.get("total_s", 0.0) for r in results),
     )
+    if first.get("released_for_memory"):
+        log.info(
+            "Distributed VAE Decode: the first try ran out of GPU memory; the workers gave back %s to make "
+            "room (reloaded by the next text encode) and decoded again",
+            " and ".join(first["released_for_memory"]),
+        )
     audio = None
     if out_audio is not None:
         audio = {"waveform": out_audio.tensor, "sample_rate": int(results[-1]["sample_rate"])}

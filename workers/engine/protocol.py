@@ -74,6 +74,10 @@ class Job(Protocol):
     def agree_on_error(self, message: str | None) -> None:
         """Collective: raise InputRejected on every rank with the first rank's message, if any has one."""
 
+    def release_text_encoder(self) -> list[str]:
+        """Drop the rank's resident text encoder (the next encode reloads it); what went, by name. The
+        same on every rank (NOTE [memory room] in engine/memory_room.py)."""
+
     def step_callbacks(self, preview: bool) -> tuple[StepCallback, StepCallback]:
         """(on_denoised, on_step) for a sampling loop: live previews when `preview`, progress and the
         collective cancel check at every step boundary."""

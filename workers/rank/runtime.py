@@ -81,6 +81,13 @@ class JobContext:
         if first is not None:
             raise InputRejected(first)
 
+    def release_text_encoder(self) -> list[str]:
+        """Drop the resident Gemma 3 text encoder (ops_text keeps it in the runtime's state; every rank
+        keeps the same record, so every rank answers alike). NOTE [memory room]."""
+        from .ops_text import STATE_KEY
+
+        return ["the text encoder"] if self.runtime.state.pop(STATE_KEY, None) is not None else []
+
     def progress(self, step: int, total: int, **extra: Any) -> None:
         """Report progress (rank 0 only sends; other ranks' calls are no-ops)."""
         if self.runtime.rank == 0:

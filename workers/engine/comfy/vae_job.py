@@ -31,6 +31,7 @@ from ...strategies.native_tiles import check_native_tiles, num_tiles
 from ...strategies.vae_decode import STAGING_BYTES, copy_through, to_image
 from ...strategies.vae_encode_plan import EncodePlan, latent_box, slab_input, split_evenly
 from ...wire.requests import VAE_DECODE_MODES, TileSettings, VaeDecode, VaeEncode
+from ..memory_room import with_room
 from ..protocol import InputRejected, Job
 from ..units import UnitSteps
 from ..vae_shared import PeakMemory, check_audio_shape
@@ -228,6 +229,17 @@ def _audio_vae(model: ComfyModel, device: torch.device):
     return model.extras[AUDIO_VAE_KEY]
 
 
+def release_text_encoders(job: Job, model: ComfyModel) -> list[str]:
+    """The rank's resident text encoders dropped (Gemma 3 in the rank's state, Gemma 4 in the model's
+    extras): NOTE [memory room]. Alike on every rank."""
+    from .gemma4_job import GEMMA4_KEY
+
+    released = job.release_text_encoder()
+    if model.extras.pop(GEMMA4_KEY, None) is not None:
+        released.append("the Gemma 4 text encoder")
+    return released
+
+
 def vae_decode_comfy(job, model: ComfyModel, request: VaeDecode) -> dict:
     """Distributed VAE Decode on ComfyUI's engine (collective)."""
     vae, vae_load_s = _checkpoint_vae(model)
@@ -246,13 +258,17 @@ def vae_decode_comfy(job, model: ComfyModel, request: VaeDecode) -> dict:
     start = time.perf_counter()
     batch = video.shape[0]
     image5 = request.out_image.view(batch, -1, *request.out_image.shape[1:])
-    with torch.inference_mode():
+
+    def decode() -> dict:
         if mode == EXACT and is_diffusion_decoder(vae.first_stage_model.decoder):
-            stats = _decode_diffusion(job, vae, video, image5, request.na_chunk_bytes)
-        elif mode == EXACT:
-            stats = _decode_exact(job, vae, video, image5)
-        else:
-            stats = _decode_tiled(job, vae, video, image5, request.tiles)
+            return _decode_diffusion(job, vae, video, image5, request.na_chunk_bytes)
+        if mode == EXACT:
+            return _decode_exact(job, vae, video, image5)
+        return _decode_tiled(job, vae, video, image5, request.tiles)
+
+    with torch.inference_mode():
+        # NOTE [memory room]: out of device memory, the resident text encoders go and the decode runs again.
+        stats, released = with_room(decode, lambda: release_text_encoders(job, model), job.device)
         video_s = time.perf_counter() - start
         audio_shape, audio_s = (0, 0, 0), 0.0
         if audio is not None and job.rank == audio_rank:
@@ -276,6 +292,7 @@ def vae_decode_comfy(job, model: ComfyModel, request: VaeDecode) -> dict:
         "video_s": round(video_s, 6),
         "audio_s": round(audio_s, 6),
         "sample_rate": sample_rate,
+        "released_for_memory": released,
         **stats,
         **memory.read(),
     }
