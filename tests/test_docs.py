@@ -127,3 +127,18 @@ def test_the_readmes_speed_figures_are_their_result_files():
         (timed,) = [v for k, v in report["weights"].items() if "-22b-" in k]  # the transformer's file
         assert weights in cells[0] and weights.split()[0] in timed, (start, timed)
     assert "one H200" in section(README, "Speed")
+
+
+def test_the_readmes_h100_sglang_sentence_is_its_result_file():
+    """The SGLang job re-timed on one H100: the sentence's totals, speed-up and upscale stages are the file's."""
+    report = json.loads((ROOT / "bench" / "results" / "e2e_ltx23_sglang_h100_unfused_lora.json").read_text())
+    result = report["jobs"]["ltx23_sglang_768x512x121"]
+    assert report["machine"]["gpus"] == ["NVIDIA H100 80GB HBM3"]
+    native, ours = result["native"], result["ours"]
+    text = " ".join(section(README, "Speed").split())
+    expected = (
+        f"one H100**, both sides in one run: native {native['total_s']:.2f} s, ours **{ours['total_s']:.2f} s "
+        f"({result['speedup_total']:.2f}x)**; its upscale stage {ours['stages_s']['upscale_stage']:.2f} s against "
+        f"{native['stages_s']['upscale_stage']:.2f} s"
+    )
+    assert expected in text, expected
