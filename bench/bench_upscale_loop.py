@@ -44,6 +44,7 @@ import argparse
 import gc
 import json
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -114,12 +115,12 @@ def import_comfyui(root: Path, tiny: bool):
     return comfy.utils, folder_paths
 
 
-def model_files(args) -> tuple[Path, Path, dict]:
-    """(checkpoint, upscaler, what they are) under ComfyUI's folder names."""
+def model_files(args, scratch: Path | None) -> tuple[Path, Path, dict]:
+    """(checkpoint, upscaler, what they are) under ComfyUI's folder names; --tiny writes into `scratch`."""
     if args.tiny:
         from ltx2_mgpu.workers.embedded.tiny_ltx23 import make_tiny_ltx23
 
-        files = make_tiny_ltx23(Path(tempfile.mkdtemp(prefix="bench_upscale_loop_")))
+        files = make_tiny_ltx23(scratch)
         return files.checkpoint, files.spatial_upscaler_x2, {"kind": "make-tiny --family 2.3 (random)"}
     sys.path.insert(0, str(BENCH))
     from e2e_models import real_ltx23_config, write_ltx23_checkpoint, write_x2_upscaler
@@ -300,7 +301,16 @@ def main(argv: list[str] | None = None) -> dict:
     if not root:
         raise SystemExit(f"set {COMFYUI_PATH_ENV} to a ComfyUI checkout (this bench runs ComfyUI's nodes)")
     comfy_utils, folder_paths = import_comfyui(Path(check_comfyui_root(root).path), args.tiny)
-    checkpoint, upscaler, weights = model_files(args)
+    scratch = Path(tempfile.mkdtemp(prefix="bench_upscale_loop_")) if args.tiny else None
+    try:
+        return _run(args, comfy_utils, folder_paths, scratch, argv)
+    finally:  # the tiny files are the run's own
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _run(args, comfy_utils, folder_paths, scratch: Path | None, argv: list[str] | None) -> dict:
+    checkpoint, upscaler, weights = model_files(args, scratch)
     folder_paths.add_model_folder_path("checkpoints", str(checkpoint.parent), is_default=True)
     folder_paths.add_model_folder_path("latent_upscale_models", str(upscaler.parent), is_default=True)
     shape = clip_shape(TINY if args.tiny else REAL, args.frames)

@@ -86,12 +86,15 @@ def test_upscale_loop_bench_at_tiny_size_gives_native_s_latent(tmp_path):
     included), and the requeued TDP Upscaler's latent equal to native's LTXVLatentUpsampler + stage 2
     (one tile, float32): what makes its time comparison meaningful."""
     out = tmp_path / "loop.json"
+    scratch = tmp_path / "tmp"  # the bench's own temporary folder: nothing of its tiny files may stay
+    scratch.mkdir()
     done = subprocess.run(
         [sys.executable, str(BENCH.with_name("bench_upscale_loop.py")), "--tiny", "--repeats", "1", "--out", str(out)],
         capture_output=True, text=True, timeout=600, cwd=tmp_path,
-        env=no_bytecode_beside_sources(os.environ),
+        env={**no_bytecode_beside_sources(os.environ), "TMPDIR": str(scratch)},
     )  # fmt: skip
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-6000:]
+    assert [p.name for p in scratch.iterdir() if p.name.startswith("bench_upscale_loop_")] == []
     report = json.loads(out.read_text())
     assert report["difference"] <= TOLERANCE, report["difference"]
     cases = {"ours": ("cold", "requeue", "new_clip", "preview"), "native": ("cold", "requeue", "new_clip")}
