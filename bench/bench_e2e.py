@@ -534,6 +534,7 @@ def main(argv=None) -> int:
 
         trace = CallTrace(sync, profile_calls, profile_dir)
         trace.install()
+    sides = tuple(s for s in SIDES if s in args.sides)
     results = {}
     for name in names:
         results[name] = run_job(
@@ -545,7 +546,7 @@ def main(argv=None) -> int:
             devices,
             args.runs,
             trace,
-            tuple(s for s in SIDES if s in args.sides),
+            sides,
         )
         results[name]["job"] = manifest["jobs"][name]
     report = {

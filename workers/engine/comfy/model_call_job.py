@@ -30,7 +30,6 @@ def model_call(
     """One model call of a native sampler; `caches`: the rank's conditioning caches, `patch_sets` its
     weight patch sets (NOTE [node patches])."""
     patcher = live_patcher(patch_sets, model, request)
-    switched = switch_reply(model)
     cache = caches.for_token(request.token, list(request.drop))
     try:
         call = decode_call(request.call, cache, job.device)
@@ -83,7 +82,7 @@ def model_call(
         "guidance_groups": 1 if groups is None else groups.groups,
         # NOTE [call graphs]: this server's [replays, captures, keys left eager] so far (None: no graphs)
         "cuda_graphs": None if server.graphs is None else server.graphs.counts(),
-        **(switched if job.rank == 0 else {}),
+        **(switch_reply(model) if job.rank == 0 else {}),
     }
 
 
