@@ -4,8 +4,9 @@
      then `open_gemma` (headers) and `load_segment` of all 48 layers, and of half of them (what one
      rank of a 2-GPU "layers" placement reads); the file was just written, so it is read from the
      page cache: this is the host->device part, not the disk;
-  2. encode: one prompt (128 and 2,048 tokens; the first padded to 1,024) through all layers, as
-     the workers run it (float32 activations, weights cast per matmul), then the features and a
+  2. encode: one prompt (128 and 2,048 tokens; ComfyUI pads the first to 1,024, the workers run its
+     128 only) through all layers, as the workers run it (float32 activations, weights cast per
+     matmul), then the features and a
      random 188,160 -> 3,840 projection in bfloat16 (ComfyUI's choice on GPUs).
   3. with --pipeline N (N GPUs): the "layers" placement's encode as the workers run it
      (ops_text._encode_layers: blocks of 48/N layers, hidden states sent GPU to GPU over NCCL, rank 0
@@ -69,8 +70,8 @@ def time_load(path: Path, device: torch.device, stop: int) -> tuple[float, Gemma
 
 def time_encode(segment: GemmaSegment, num_tokens: int, device: torch.device, repeats: int) -> dict:
     config = segment.config
-    length = padded_length(num_tokens)
-    ids = torch.randint(4, config.vocab_size, (1, length), device=device)
+    length = padded_length(num_tokens)  # what ComfyUI runs; the workers run the prompt's tokens only
+    ids = torch.randint(4, config.vocab_size, (1, num_tokens), device=device)
     projection = torch.nn.Linear(config.feature_width, 3840 if device.type == "cuda" else 64, bias=False)
     projection = projection.to(device=device, dtype=torch.bfloat16)
     fdtype = feature_dtype(device, torch.bfloat16)
@@ -79,7 +80,7 @@ def time_encode(segment: GemmaSegment, num_tokens: int, device: torch.device, re
         for i in range(repeats + 1):
             _sync(device)
             start = time.perf_counter()
-            context = SequenceContext.build(config, length, num_tokens, device)
+            context = SequenceContext.build(config, num_tokens, length, device)
             states: list[torch.Tensor] = []
             segment(segment.embed(ids), context, states)
             _sync(device)
@@ -96,7 +97,7 @@ def time_encode(segment: GemmaSegment, num_tokens: int, device: torch.device, re
         "padded_length": length,
         "forward_s": forward,
         "features_s": min(timings["features_s"]),
-        "float32_tflops": 2 * params * length / forward / 1e12,
+        "float32_tflops": 2 * params * num_tokens / forward / 1e12,
         "output_shape": list(out.shape),
         "finite": bool(torch.isfinite(out).all()),
     }

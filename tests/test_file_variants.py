@@ -38,6 +38,11 @@ from ltx2_mgpu.workers.group.manager import get_manager
 pytestmark = pytest.mark.comfyui
 
 TOLERANCE = 1e-5
+# MGPU Text Encode runs the prompt without ComfyUI's left padding (NOTE [pads skipped]). ComfyUI's
+# Gemma 4 picks its attention call by sequence length (KV heads expanded from 1,024 positions), so
+# ours differs by rounding: 5.6e-5 on make-tiny's bf16 file, where native's own result moves by
+# 1.1e-3 between pads to 1,024 and to 2,048 (test_comfy_ltx25_nodes measures both each run).
+GEMMA4_TOLERANCE = 1e-4
 RANKS = (1, 2)
 WIDTH = HEIGHT = 64
 FRAMES, FPS = 9, 8.0  # video latent [1, 128, 2, 2, 2]: 8 tokens; audio [1, 8, 28, 16]
@@ -154,12 +159,14 @@ def record(component: str, row: str, ranks: int, cell: str) -> None:
     TABLE[component][row] = f"{cells}  {ranks}w: {cell}"
 
 
-def check_rows(component: str, results: dict[str, float | str], ranks: int) -> None:
+def check_rows(
+    component: str, results: dict[str, float | str], ranks: int, tolerance: float = TOLERANCE
+) -> None:
     """Record every row, then fail naming every row over the bound (all rows run first)."""
     bad = {}
     for row, found in results.items():
         record(component, row, ranks, found if isinstance(found, str) else f"{found:.2e}")
-        if isinstance(found, float) and not found <= TOLERANCE:
+        if isinstance(found, float) and not found <= tolerance:
             bad[row] = found
         elif isinstance(found, str) and not found.startswith(("refused", "same")):
             bad[row] = found
@@ -491,4 +498,5 @@ def test_text_encoder_variants_mgpu_text_encode(native, ranks, gemma):
         f"{'Gemma 3 (LTX-2.3)' if gemma == 'gemma3' else 'Gemma 4 (LTX-2.5)'}: MGPU Text Encode",
         results,
         ranks,
+        TOLERANCE if gemma == "gemma3" else GEMMA4_TOLERANCE,
     )

@@ -304,11 +304,11 @@ def in_process_features(
     tokenizer, out = load_prompt_tokenizer(encoder), []
     for text in texts:
         ids = tokenizer.token_ids(text)
-        n, length = len(ids), max(MIN_LENGTH, len(ids))
-        context = SequenceContext.build(files.config, length, n, torch.device("cpu"))
+        n = len(ids)
+        context = SequenceContext.build(files.config, n, max(MIN_LENGTH, n), torch.device("cpu"))
         states: list[torch.Tensor] = []
         with torch.inference_mode():
-            segment(segment.embed(torch.tensor([[PAD_ID] * (length - n) + ids])), context, states)
+            segment(segment.embed(torch.tensor([ids])), context, states)
             out.append(text_features(states, projection, features))
     return out
 

@@ -34,7 +34,7 @@ from ..text.gemma3 import COMPUTE_DTYPE, GemmaSegment, SequenceContext
 from ..text.gemma_lora import apply_text_loras, text_lora_pairs
 from ..text.placement import REPLICA_HEADROOM, free_bytes, split_layers
 from ..text.text_encoder import GemmaFiles, load_segment, open_gemma
-from ..text.text_tokenizer import PAD_ID, padded_length
+from ..text.text_tokenizer import padded_length
 from ..wire.requests import EncodeText
 from .ops import InputRejected, op
 
@@ -175,16 +175,19 @@ def _resident(job, request: EncodeRequest) -> tuple[ResidentEncoder, bool]:
     return encoder, True
 
 
-def _padded_ids(ids: list[int], device: torch.device) -> torch.Tensor:
-    length = padded_length(len(ids))
-    return torch.tensor([[PAD_ID] * (length - len(ids)) + list(ids)], dtype=torch.long, device=device)
+def _prompt(config, ids: list[int], device: torch.device) -> tuple[torch.Tensor, SequenceContext]:
+    """The prompt's ids [1, n] and their context: only the prompt tokens run, at the positions
+    ComfyUI's left padding gives them (NOTE [pads skipped] in gemma3.py)."""
+    n = len(ids)
+    return torch.tensor([ids], dtype=torch.long, device=device), SequenceContext.build(
+        config, n, padded_length(n), device
+    )
 
 
 def _run_whole(encoder: ResidentEncoder, ids: list[int], device: torch.device) -> list[torch.Tensor]:
-    n = len(ids)
-    context = SequenceContext.build(encoder.files.config, padded_length(n), n, device)
+    tokens, context = _prompt(encoder.files.config, ids, device)
     states: list[torch.Tensor] = []
-    encoder.segment(encoder.segment.embed(_padded_ids(ids, device)), context, states)
+    encoder.segment(encoder.segment.embed(tokens), context, states)
     return states
 
 
@@ -217,12 +220,12 @@ def _encode_layers(job, encoder: ResidentEncoder, prompts, outputs, head: TextHe
     config, segment = encoder.files.config, encoder.segment
     for p, ids in enumerate(prompts):
         job.check_cancel()
-        n, length = len(ids), padded_length(len(ids))
-        context = SequenceContext.build(config, length, n, device)
+        n = len(ids)
+        tokens, context = _prompt(config, ids, device)
         if segment.has_embedding:
-            x = segment.embed(_padded_ids(ids, device))
+            x = segment.embed(tokens)
         else:
-            x = _recv((1, length, config.hidden_size), rank - 1, device)
+            x = _recv((1, n, config.hidden_size), rank - 1, device)
         states: list[torch.Tensor] = []
         x = segment(x, context, states)
         if rank < world - 1:

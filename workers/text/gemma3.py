@@ -159,16 +159,19 @@ class GemmaLayer(nn.Module):
 
 @dataclass(frozen=True)
 class Rope:
-    """cos/sin tables [1, 1, L, head_dim] for positions 0..L-1 (rotate-half layout)."""
+    """cos/sin tables [1, 1, L, head_dim] for L consecutive positions (rotate-half layout)."""
 
     cos: torch.Tensor
     sin: torch.Tensor
 
     @staticmethod
-    def build(head_dim: int, length: int, theta: float, scale: float, device: torch.device) -> Rope:
+    def build(
+        head_dim: int, length: int, theta: float, scale: float, device: torch.device, first: int = 0
+    ) -> Rope:
+        """Tables for positions first..first+length-1 (each angle one product, as for the whole range)."""
         exponents = torch.arange(0, head_dim, 2, device=device).float() / head_dim
         inv_freq = 1.0 / (theta**exponents) / scale
-        positions = torch.arange(length, device=device).float()
+        positions = torch.arange(first, first + length, device=device).float()
         freqs = (inv_freq[None, :, None] @ positions[None, None, :]).transpose(1, 2)
         emb = torch.cat((freqs, freqs), dim=-1)
         return Rope(cos=emb.cos().unsqueeze(1), sin=emb.sin().unsqueeze(1))
@@ -184,38 +187,48 @@ class Rope:
 
 @dataclass(frozen=True)
 class SequenceContext:
-    """Rope tables and attention masks of one left-padded sequence of `length` positions whose last
-    `num_tokens` are the prompt. Built by every rank that runs layers of it (cheap, deterministic)."""
+    """Rope tables and attention masks of a prompt's `length` ids at the positions ComfyUI gives them:
+    the last `length` of its left-padded sequence of `padded` positions (`first` = padded - length).
+    Built by every rank that runs layers of it (cheap, deterministic).
+
+    NOTE [pads skipped]: ComfyUI left-pads each prompt to 1,024 positions and runs Gemma on all of
+    them, but every prompt token's attention masks the pads out (finfo.min / 4 added: their softmax
+    weight is exactly 0), and nothing else in a layer mixes positions. So the prompt tokens' states
+    depend only on each other and their positions, and running only them, at the same positions,
+    gives ComfyUI's states within float32 rounding (the products' summation order) for a fraction
+    of the work: a 150-token prompt costs 15% of a padded one. The pads' own rows, which ComfyUI
+    computes and LTX throws away, are never formed."""
 
     length: int
-    num_tokens: int
+    first: int
     global_rope: Rope
     local_rope: Rope
-    mask: torch.Tensor  # [1, 1, L, L] additive: padding keys and the causal triangle
+    mask: torch.Tensor  # [1, 1, L, L] additive: the causal triangle
     sliding_mask: torch.Tensor  # the same plus keys more than `sliding_window` positions back
 
     @staticmethod
-    def build(config: GemmaConfig, length: int, num_tokens: int, device: torch.device) -> SequenceContext:
-        dtype = COMPUTE_DTYPE
+    def build(config: GemmaConfig, num_tokens: int, padded: int, device: torch.device) -> SequenceContext:
+        if padded < num_tokens:
+            raise ValueError(f"a prompt of {num_tokens} tokens cannot sit in {padded} positions")
+        dtype, length, first = COMPUTE_DTYPE, num_tokens, padded - num_tokens
         low = torch.finfo(dtype).min / _MASK_DIVISOR
-        keep = torch.zeros(length, device=device, dtype=dtype)
-        keep[length - num_tokens :] = 1.0
-        mask = (1.0 - keep).view(1, 1, 1, length).expand(1, 1, length, length)
-        mask = mask.masked_fill(mask.to(torch.bool), low)
-        mask = mask + torch.full((length, length), low, device=device, dtype=dtype).triu_(1)
+        mask = torch.full((length, length), low, device=device, dtype=dtype).triu_(1).view(1, 1, length, length)
         sliding = mask
         if length > config.sliding_window:
             far = torch.full((length, length), torch.finfo(dtype).min, device=device, dtype=dtype)
             sliding = mask + far.tril_(-config.sliding_window)
+        ropes = {
+            name: Rope.build(config.head_dim, length, theta, scale, device, first)
+            for name, theta, scale in (
+                ("global", config.rope_theta_global, config.rope_scale_global),
+                ("local", config.rope_theta_local, config.rope_scale_local),
+            )
+        }
         return SequenceContext(
             length=length,
-            num_tokens=num_tokens,
-            global_rope=Rope.build(
-                config.head_dim, length, config.rope_theta_global, config.rope_scale_global, device
-            ),
-            local_rope=Rope.build(
-                config.head_dim, length, config.rope_theta_local, config.rope_scale_local, device
-            ),
+            first=first,
+            global_rope=ropes["global"],
+            local_rope=ropes["local"],
             mask=mask,
             sliding_mask=sliding,
         )
@@ -259,16 +272,15 @@ class GemmaSegment(nn.Module):
         return self.embed_tokens(ids).to(COMPUTE_DTYPE) * (self.config.hidden_size**0.5)
 
     def forward(self, x: torch.Tensor, context: SequenceContext, states: list[torch.Tensor]) -> torch.Tensor:
-        """Run this block on x [B, L, hidden] float32. Appends to `states` the prompt tokens' part
-        [B, n, hidden] of every layer's input, and of the final-normed output on the last block.
+        """Run this block on the prompt tokens x [B, n, hidden] float32 (NOTE [pads skipped]). Appends
+        to `states` every layer's input, and the final-normed output on the last block.
         Returns the block's output (before the final norm)."""
-        tail = slice(context.length - context.num_tokens, context.length)
         for index in range(self.start, self.stop):
-            states.append(x[:, tail].clone())
+            states.append(x)  # layers return new tensors: x is never written after this
             sliding = self.config.sliding_layers[index]
             rope = context.local_rope if sliding else context.global_rope
             mask = context.sliding_mask if sliding else context.mask
             x = self.layers[str(index)](x, rope, mask)
         if self.norm is not None:
-            states.append(self.norm(x)[:, tail].clone())
+            states.append(self.norm(x))
         return x

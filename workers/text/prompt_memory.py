@@ -1,10 +1,10 @@
 """What encoding one prompt takes on a worker, from its token count, before anything is allocated
 (checked by wire/job_memory.py). Pure arithmetic on Gemma's config.
 
-A prompt runs alone, left-padded to L = max(1024, tokens) positions (text_tokenizer.padded_length),
-and what grows with it is (gemma3.py, as ComfyUI computes it):
+A prompt runs alone, on its own L tokens only (the pads ComfyUI adds are skipped: NOTE [pads
+skipped] in gemma3.py), and what grows with it is (gemma3.py):
 - the attention masks, [L, L] float32: the causal mask and the sliding-window one are held, and two
-  more [L, L] temporaries exist while they are built (SequenceContext.build): 4 x 4 bytes a pair;
+  more [L, L] temporaries may exist while they are built (SequenceContext.build): 4 x 4 bytes a pair;
 - the attention scores of one layer, [heads, L, L] float32, and their softmax (PyTorch's math
   attention, which an additive float mask with grouped heads gets on the CPU): 2 x 4 bytes per head
   and pair (an upper bound on GPUs whose fused kernels take the mask);
@@ -18,7 +18,6 @@ from __future__ import annotations
 
 from ..wire.job_memory import JobNeed
 from .gemma3 import GemmaConfig
-from .text_tokenizer import padded_length
 
 MASK_BYTES_PER_PAIR = 4 * 4
 SCORE_BYTES_PER_HEAD_PAIR = 2 * 4
@@ -28,7 +27,7 @@ MLP_TEMPORARIES = 3
 
 def prompt_worker_bytes(config: GemmaConfig, num_tokens: int) -> int:
     """A worker's memory for one prompt of `num_tokens` ids (see the module docstring)."""
-    length = padded_length(num_tokens)
+    length = num_tokens
     pairs = length * length
     attention = pairs * (MASK_BYTES_PER_PAIR + SCORE_BYTES_PER_HEAD_PAIR * config.num_heads)
     states = config.num_hidden_states * length * config.hidden_size * FLOAT32

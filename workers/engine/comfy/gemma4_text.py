@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -59,10 +61,43 @@ def load_gemma4_text_encoder(path: Path, device: torch.device, split: LayerSplit
 
 
 def encode(clip: Any, text: str) -> torch.Tensor:
-    """CLIPTextEncode's CONDITIONING tensor [1, tokens, video + audio width], float32 on the CPU."""
+    """CLIPTextEncode's CONDITIONING tensor [1, tokens, video + audio width], float32 on the CPU.
+    ComfyUI's tokens, encoded without the left padding (NOTE [pads skipped] in workers/text/gemma3.py:
+    ComfyUI masks the pads out of every prompt token's attention, so the prompt tokens, run alone at
+    the positions the padding gives them, have its states within float32 rounding)."""
     tokens = clip.tokenize(text)
-    conditioning = clip.encode_from_tokens_scheduled(tokens, show_pbar=False)
+    with _positions_after_pads(clip, tokens) as prompt_tokens:
+        conditioning = clip.encode_from_tokens_scheduled(prompt_tokens, show_pbar=False)
     return conditioning[0][0].to(device="cpu", dtype=torch.float32)
+
+
+@contextmanager
+def _positions_after_pads(clip: Any, tokens: dict) -> Iterator[dict]:
+    """`tokens` without their leading pads, while ComfyUI's Gemma 4 transformer numbers the rest from
+    where they stood (its forward takes position_ids; the encode path passes none, so it would count
+    from 0). ComfyUI's encode then builds an all-ones attention mask and its token cut keeps them all."""
+    encoder = clip.cond_stage_model.gemma3_12b  # LTXAVTEModel's attribute, whichever Gemma it holds
+    pad = encoder.special_tokens["pad"]
+    key = clip.cond_stage_model.text_encoder_key
+    rows = tokens[key]
+    first = next((i for i, t in enumerate(rows[0]) if t[0] != pad), 0) if len(rows) == 1 else 0
+    if first == 0:  # nothing padded (or a batch of rows, which ComfyUI's LTX tokenizer never makes)
+        yield tokens
+        return
+    row = rows[0]
+    transformer = encoder.transformer.model
+
+    def forward(*args: Any, **kwargs: Any) -> Any:
+        if kwargs.get("position_ids") is None:
+            x = kwargs["embeds"]
+            kwargs["position_ids"] = torch.arange(first, first + x.shape[1], device=x.device)[None]
+        return type(transformer).forward(transformer, *args, **kwargs)
+
+    transformer.forward = forward
+    try:
+        yield {**tokens, key: [row[first:]]}
+    finally:
+        del transformer.forward
 
 
 def _count_layers(sd: dict[str, torch.Tensor]) -> int:
