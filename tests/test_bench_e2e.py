@@ -79,6 +79,16 @@ def test_e2e_bench_at_tiny_size_times_every_stage_with_matching_latents(
             error = parity[f"{kind}_latent_max_rel_error"]
             print(f"{name} {kind} latent: max|ours-native|/max|native| = {error}")
             assert error is not None and error <= TOLERANCE, (name, kind, parity)
+    # One side alone (--sides ours: a check that our side runs, without paying for native's).
+    alone = work / "ours-alone.json"
+    _bench(
+        "--prompts", str(work / "prompts"), "--tiny", "--tiny-made", str(made[0]),
+        "--scratch", str(work / "scratch"), "--out", str(alone), "--jobs", JOBS[0], "--sides", "ours",
+    )  # fmt: skip
+    job = json.loads(alone.read_text())["jobs"][JOBS[0]]
+    assert "native" not in job and all(job["ours"]["stages_s"][s] > 0 for s in STAGES), job.keys()
+    table = _bench("--table", str(alone)).stdout
+    assert f"| {JOBS[0]} | ours |" in table and f"| {JOBS[0]} | native |" not in table, table
 
 
 def test_upscale_loop_bench_at_tiny_size_gives_native_s_latent(tmp_path):
