@@ -114,19 +114,10 @@ def make_live(model: ComfyModel, patcher: Any, token: str = "") -> Any:
 def switch_reply(model: ComfyModel) -> dict:
     """{"lora_switch": SwitchReport dict} for the reply of the job whose make_live switched the set
     (the UI process prints its line, as the MGPU LoRA's switches print theirs), else {}."""
-    from ...wire.lora_files import SwitchReport
-
     switch = model.extras.pop(_SWITCH, None)
     if switch is None:
         return {}
-    report = SwitchReport(
-        changed=True,
-        seconds=switch.seconds,
-        how=switch.how,
-        kept_bytes=switch.kept_bytes,
-        reason=switch.reason,
-    )
-    return {"lora_switch": report.as_dict()}
+    return {"lora_switch": switch.report().as_dict()}
 
 
 def live_patcher(sets: PatchSets, model: ComfyModel, request: Any) -> Any:

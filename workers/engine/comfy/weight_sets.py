@@ -39,6 +39,7 @@ from typing import Any
 
 import torch
 
+from ...wire.lora_files import SwitchReport
 from .model import ComfyModel
 from .quantized_shards import stored_bytes
 
@@ -71,6 +72,18 @@ class Switch:
     kept_bytes: int = 0
     reason: str = ""
     patcher: Any = None  # the patcher sampling loads (an unfused set's: a clone with its LoRAs injected)
+
+    def report(self, **counts: int) -> SwitchReport:
+        """The wire's SwitchReport of this switch (`counts`: restored / fused / fused_bytes /
+        unused_keys where the caller knows them)."""
+        return SwitchReport(
+            changed=True,
+            seconds=self.seconds,
+            how=self.how,
+            kept_bytes=self.kept_bytes,
+            reason=self.reason,
+            **counts,
+        )
 
 
 class WeightSets:
