@@ -278,12 +278,14 @@ def write_ltx25_transformer(path: Path, config: dict, device, seed: int = 0) -> 
     import torch
     from safetensors.torch import save_file
 
+    from ltx2_mgpu.workers.embedded.tiny_ltx23 import load_comfy_modules
     from ltx2_mgpu.workers.engine.comfy.random_model import (
         _quantized_state,
         parameter_shapes,
         quantized_layers,
     )
 
+    load_comfy_modules()  # imports ComfyUI (its LTX classes give the shapes); make-tiny ran in a child
     transformer = config["transformer"]
     shapes = parameter_shapes({**transformer, "use_keyframes_abs_pos_embedding": True})
     layers = quantized_layers(shapes, "int8", int(transformer["num_layers"]))
