@@ -211,7 +211,8 @@ def write_real_ltx23_models(models: Path, device, num_layers: int | None = None,
         "(2.3's is not public), tiny video encoder, tiny audio VAE and vocoder (real configs not public): the "
         "audio decode time is NOT representative",
         gemma_name: f"Gemma 3 12B sizes ({gemma_config.num_layers} layers) in bf16, not the "
-        "template's fp4 mixed format; make-tiny's character-level tokenizer (prompts pad to 1,024 tokens either way)",
+        "template's fp4 mixed format; make-tiny's character-level tokenizer (a prompt is as many tokens as it "
+        "has characters, several times Gemma's own count; native pads each to 1,024, ours runs its own tokens)",
         lora_23: f"random LoRA rank {LORA_RANK} on every block Linear (loaded once, not in the timed run)",
         released_23[
             "text_loras"
@@ -362,7 +363,8 @@ def write_real_ltx25_models(
         released_25[
             "text_encoders"
         ]: "Gemma 4 12B sizes (ComfyUI's Gemma4_12B) with the dual projection, in bf16, "
-        "not the template's int8 convrot; make-tiny's character-level tokenizer",
+        "not the template's int8 convrot; make-tiny's character-level tokenizer (a prompt is as many tokens as "
+        "it has characters, several times Gemma's own count)",
         released_25[
             "video_vae"
         ]: "make-tiny's 2.5 video VAE (diffusion decoder; the real config is not public): "

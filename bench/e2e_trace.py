@@ -3,7 +3,8 @@
 Wraps comfy.model_base.BaseModel.apply_model in this process (both sides call it once per model
 call: native computes there, ours hands the call to the workers), timing each call between two CUDA
 syncs; on our side also the workers' own forward time from their replies (the rest of a call is the
-hand-over). The Distributed VAE Decode's worker replies are kept too. With --profile-calls, the native
+hand-over). The Distributed VAE Decode's and MGPU Text Encode's worker replies are kept too, each
+led by the job's wall time as the node saw it. With --profile-calls, the native
 calls with those indices run under torch.profiler here, and LTX2_MGPU_PROFILE_CALLS (read by the
 workers: workers/engine/comfy/call_profile.py) does the same inside each rank.
 """
@@ -23,6 +24,7 @@ class CallTrace:
         self.profile_dir = profile_dir
         self.calls: list[dict] = []
         self.decodes: list[dict] = []
+        self.texts: list[dict] = []  # MGPU Text Encode's worker replies
         self.label = ""
         self.pending_forward = None
         self._undo: list = []
@@ -31,6 +33,7 @@ class CallTrace:
         self.label = label
         self.calls.clear()
         self.decodes.clear()
+        self.texts.clear()
 
     def install(self) -> None:
         import comfy.model_base
@@ -82,21 +85,29 @@ class CallTrace:
                 self._undo.append(
                     lambda cls=cls, run=run: (setattr(cls, "_run", run), delattr(cls, "_traced"))
                 )
-            if name.endswith("nodes.vae_decode") and hasattr(module, "run_job"):
-                job = module.run_job
+            for suffix, kept in (("nodes.vae_decode", self.decodes), ("nodes.text_encode", self.texts)):
+                if name.endswith(suffix) and hasattr(module, "run_job"):
+                    job = module.run_job
 
-                def traced_job(*args, _job=job, **kwargs):
-                    replies = _job(*args, **kwargs)
-                    trace.decodes.append(
-                        [{k: v for k, v in r.items() if isinstance(v, int | float | str)} for r in replies]
-                    )
-                    return replies
+                    def traced_job(*args, _job=job, _kept=kept, **kwargs):
+                        began = time.perf_counter()
+                        replies = _job(*args, **kwargs)
+                        # the job's wall time seen by the node (the rest of the node is its own work)
+                        job_ms = round((time.perf_counter() - began) * 1e3, 2)
+                        _kept.append(
+                            [{"job_ms": job_ms}]
+                            + [
+                                {k: v for k, v in r.items() if isinstance(v, int | float | str)}
+                                for r in replies
+                            ]
+                        )
+                        return replies
 
-                module.run_job = traced_job
-                self._undo.append(lambda m=module, j=job: setattr(m, "run_job", j))
+                    module.run_job = traced_job
+                    self._undo.append(lambda m=module, j=job: setattr(m, "run_job", j))
 
     def summary(self) -> dict:
-        return {"model_calls": self.calls, "decode_replies": self.decodes}
+        return {"model_calls": self.calls, "decode_replies": self.decodes, "text_encode_replies": self.texts}
 
     def uninstall(self) -> None:
         while self._undo:

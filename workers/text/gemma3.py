@@ -212,7 +212,9 @@ class SequenceContext:
             raise ValueError(f"a prompt of {num_tokens} tokens cannot sit in {padded} positions")
         dtype, length, first = COMPUTE_DTYPE, num_tokens, padded - num_tokens
         low = torch.finfo(dtype).min / _MASK_DIVISOR
-        mask = torch.full((length, length), low, device=device, dtype=dtype).triu_(1).view(1, 1, length, length)
+        mask = (
+            torch.full((length, length), low, device=device, dtype=dtype).triu_(1).view(1, 1, length, length)
+        )
         sliding = mask
         if length > config.sliding_window:
             far = torch.full((length, length), torch.finfo(dtype).min, device=device, dtype=dtype)

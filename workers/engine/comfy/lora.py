@@ -112,7 +112,9 @@ def apply_loras(model: ComfyModel, plan: LoraPlan) -> SwitchReport:
     switch = make_live(model, plan.patcher, set_key(plan.key))
     model.patcher, model.loras = switch.patcher, plan.key
     fused_bytes = sum(_numel_bytes(plan.patcher, name) for name in plan.patcher.patches)
-    return switch.report(restored=restored, fused=plan.patched, fused_bytes=fused_bytes, unused_keys=plan.unused)
+    return switch.report(
+        restored=restored, fused=plan.patched, fused_bytes=fused_bytes, unused_keys=plan.unused
+    )
 
 
 def switch_loras(model: ComfyModel, loras: Iterable[tuple[str, float]]) -> SwitchReport:
