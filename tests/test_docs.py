@@ -104,7 +104,7 @@ def test_every_relative_link_lands_on_a_file():
 # The README's speed table: the start of each row's first cell -> the result file and job it quotes.
 SPEED_ROWS = {
     "`video_ltx2_3_t2v`": ("e2e_ltx23_t2v_h200_pads_skipped.json", "ltx23_t2v", "fp8"),
-    "`video_ltx2_5_t2v`": ("e2e_ltx25_t2v_h200.json", "ltx25_t2v", "int8 convrot"),
+    "`video_ltx2_5_t2v`": ("e2e_ltx25_t2v_h200_int8_graphs.json", "ltx25_t2v", "int8 convrot"),
     "SGLang's LTX-2.3 job": ("e2e_ltx23_sglang_h200.json", "ltx23_sglang_768x512x121", "fp8"),
 }
 
