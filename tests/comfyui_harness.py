@@ -22,6 +22,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -50,6 +51,17 @@ STOP_TIMEOUT_S = 30.0
 HTTP_TIMEOUT_S = 30.0
 POLL_S = 0.25
 FREE_RETRY_S = 5.0  # unload_models asks again after this long (a missed /free, see there)
+
+
+def signal_lines(status: Path) -> str:
+    """SigBlk / SigIgn / SigCgt of a /proc status file, as hex masks (bit n-1 is signal n: SIGINT 0x2)."""
+    try:
+        fields = dict(line.split(":\t", 1) for line in status.read_text().splitlines() if ":\t" in line)
+    except OSError as error:
+        return f"({error})"
+    return " ".join(
+        f"{k}={fields.get(k, '?').strip().lstrip('0') or '0'}" for k in ("SigBlk", "SigIgn", "SigCgt")
+    )
 
 
 def comfyui_root() -> Path:
@@ -209,6 +221,8 @@ class ComfyUIServer:
         self.proc: subprocess.Popen | None = None
         self.boot_s = 0.0
         self._log_file = None
+        self.spawned_with = ""  # the spawning thread's signal state (inherited across exec)
+        self.stuck = ""  # signal_report() when the first stop signal did not end ComfyUI
 
     @property
     def url(self) -> str:
@@ -236,6 +250,7 @@ class ComfyUIServer:
         env = no_bytecode_beside_sources(os.environ)
         self._log_file = open(self.layout.log, "ab")  # closed in stop()
         t0 = time.monotonic()
+        self.spawned_with = signal_lines(Path(f"/proc/self/task/{threading.get_native_id()}/status"))
         self.proc = subprocess.Popen(
             command, cwd=self.root, env=env, stdout=self._log_file, stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
@@ -262,6 +277,8 @@ class ComfyUIServer:
         for name, sig in escalation:
             if self.proc is None or self.proc.poll() is not None:
                 break
+            if how != "exited" and not self.stuck:
+                self.stuck = self.signal_report()
             how = name
             self.proc.send_signal(sig)
             with contextlib.suppress(subprocess.TimeoutExpired):
@@ -270,6 +287,21 @@ class ComfyUIServer:
             self._log_file.close()
             self._log_file = None
         return how
+
+    def signal_report(self) -> str:
+        """Why a signal may not have ended ComfyUI: its signal masks and each thread's state, and the
+        signal state the test thread that spawned it had (SIG_IGN and blocked masks pass through exec)."""
+        if not self.is_running:
+            return "ComfyUI is not running"
+        lines = [f"ComfyUI {self.pid}: {signal_lines(Path(f'/proc/{self.pid}/status'))}"]
+        for task in sorted(Path(f"/proc/{self.pid}/task").glob("*")):
+            with contextlib.suppress(OSError):
+                name = (task / "comm").read_text().strip()
+                state = (task / "stat").read_text().rsplit(")", 1)[1].split()[0]
+                wchan = (task / "wchan").read_text().strip()
+                lines.append(f"  thread {task.name} {name!r} {state} {wchan} {signal_lines(task / 'status')}")
+        lines.append(f"spawned by a test thread with {self.spawned_with}")
+        return "\n".join(lines)
 
     def __enter__(self) -> ComfyUIServer:
         return self.start()

@@ -303,7 +303,7 @@ def test_prompt_unload_rerun_and_quit_leave_nothing_behind(server, tiny):
     t0 = time.monotonic()
     how = server.stop()
     stop_s = time.monotonic() - t0
-    assert how == "sigint", f"ComfyUI needed {how} to stop"
+    assert how == "sigint", f"ComfyUI needed {how} to stop\n{server.stuck}\n{server.log_tail()}"
     assert wait_until(lambda: not any(is_live_worker(p) for p in restarted), WORKER_EXIT_TIMEOUT_S), (
         "workers outlived ComfyUI"
     )

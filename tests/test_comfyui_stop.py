@@ -91,11 +91,13 @@ def start_long_run(case: Case, tiny) -> int:
 
 
 def time_to_exit(server: ComfyUIServer, since: float) -> float:
-    """Seconds from `since` until ComfyUI exited; inf if it still runs EXIT_LIMIT_S after `since`."""
+    """Seconds from `since` until ComfyUI exited; inf if it still runs EXIT_LIMIT_S after `since`
+    (server.stuck then says what its threads were doing)."""
     assert server.proc is not None
     try:
         server.proc.wait(timeout=max(0.0, since + EXIT_LIMIT_S - time.monotonic()))
     except subprocess.TimeoutExpired:
+        server.stuck = server.signal_report()
         return float("inf")
     return time.monotonic() - since
 
@@ -126,7 +128,8 @@ def test_stopping_comfyui_mid_run_is_quick_and_leaves_nothing(case, tiny, how):
         if server.is_running:
             os.kill(server.pid, signal.SIGINT)
     exit_s = time_to_exit(server, t0)
-    assert exit_s <= EXIT_LIMIT_S, f"{how}: ComfyUI still ran {EXIT_LIMIT_S} s later\n{server.log_tail()}"
+    stuck = f"{how}: ComfyUI still ran {EXIT_LIMIT_S} s later\n{server.stuck}\n{server.log_tail()}"
+    assert exit_s <= EXIT_LIMIT_S, stuck
     assert_nothing_left(server, case.workers, how)
     # A job thread that raised into ComfyUI while the interpreter finalized aborted the process.
     assert "Fatal Python error" not in server.log_tail(10**7), server.log_tail()
@@ -165,7 +168,7 @@ def test_sigterm_idle_leaves_nothing_and_the_console_shows_each_step(case, tiny)
     t0 = time.monotonic()
     os.kill(server.pid, signal.SIGTERM)
     exit_s = time_to_exit(server, t0)
-    assert exit_s <= EXIT_LIMIT_S, f"SIGTERM idle: ComfyUI still ran {EXIT_LIMIT_S} s later"
+    assert exit_s <= EXIT_LIMIT_S, f"SIGTERM idle: ComfyUI still ran {EXIT_LIMIT_S} s later\n{server.stuck}"
     assert_nothing_left(server, workers, "SIGTERM idle")
     # Prompt 1: the loader starts the group and loads, its sampler reuses; prompt 2 (the loader's output
     # cached): the sampler reuses again; then SIGTERM stops the group.
