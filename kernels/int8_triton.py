@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import triton
 import triton.language as tl
+import triton.testing
 
 # int8_gemm_dequant tiles: (BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_stages, num_warps). Autotuned per (M bucket, N, K); the list
 # is short because each config compiles once per shape bucket (seconds). Bigger tiles first: the 22B's
@@ -20,13 +21,27 @@ CONFIGS = (
 )
 
 
+# NOTE [int8 tuning cost]: each new (row bucket, shape) key times every config. With Triton's default
+# (25 ms of warm-up and 100 ms of repeats per config) a process's first LTX-2.5 stage 2 paid 16.3 s of
+# it on an H200 (0.9 s later; docs/PERFORMANCE.md). The kernels take 0.1-3 ms, so a few ms of warm-up
+# and 20 ms of repeats rank the configs, and the choice is kept on disk in Triton's cache folder
+# (cache_results; its key holds the kernel's source, the configs and the GPU's architecture): a user's
+# later ComfyUI starts tune nothing.
+TUNE_WARMUP_MS = 5
+TUNE_REP_MS = 20
+
+
+def _tuning_bench(kernel_call, quantiles):
+    return triton.testing.do_bench(kernel_call, warmup=TUNE_WARMUP_MS, rep=TUNE_REP_MS, quantiles=quantiles)
+
+
 GEMM_CONFIGS = [
     triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": g}, num_stages=s, num_warps=w)
     for bm, bn, bk, g, s, w in CONFIGS
 ]
 
 
-@triton.autotune(configs=GEMM_CONFIGS, key=["M_BUCKET", "N", "K"])
+@triton.autotune(configs=GEMM_CONFIGS, key=["M_BUCKET", "N", "K"], do_bench=_tuning_bench, cache_results=True)
 @triton.jit
 def int8_gemm_dequant(
     a_ptr, b_ptr, out_ptr, a_scale_ptr, b_scale_ptr, bias_ptr,
@@ -124,7 +139,7 @@ def _rotate(x, BLOCK: tl.constexpr, GATHER: tl.constexpr):
     return v.reshape(BLOCK, 256) * 0.0625
 
 
-@triton.autotune(configs=QUANT_CONFIGS, key=["M_BUCKET", "K"])
+@triton.autotune(configs=QUANT_CONFIGS, key=["M_BUCKET", "K"], do_bench=_tuning_bench, cache_results=True)
 @triton.jit
 def rotate_quantize_rows(
     x_ptr, q_ptr, scale_ptr, M, K, M_BUCKET, stride_xm, stride_qm,

@@ -3,7 +3,8 @@
 CPU: the rotation identity the quantization kernel rests on; the Triton kernels themselves under Triton's
 interpreter (the same kernel code, run by numpy) against comfy_kitchen's reference path; the quantized
 input reuse. GPU (marked): every product shape of the LTX-2.5 22B against comfy_kitchen's CUDA kernels,
-CUDA graphs on and off bit for bit, and ComfyUI's int8 layer with and without the pack's backend.
+CUDA graphs on and off bit for bit, ComfyUI's int8 layer with and without the pack's backend, and the tuned
+configs read back from Triton's cache folder by a later process.
 """
 
 from __future__ import annotations
@@ -86,12 +87,17 @@ INTERPRETED = textwrap.dedent(
 )
 
 
+def pack_env(folder: Path) -> dict[str, str]:
+    """os.environ with this checkout importable as `ltx2_mgpu` in a child process (linked into `folder`)."""
+    link = folder / "ltx2_mgpu"
+    link.symlink_to(Path(int8_linear.__file__).resolve().parents[1], target_is_directory=True)
+    return {**os.environ, "PYTHONPATH": str(folder)}
+
+
 @pytest.fixture(scope="module")
 def interpreted(tmp_path_factory) -> dict:
     pytest.importorskip("triton", reason="Triton is not installed")
-    link = tmp_path_factory.mktemp("pack") / "ltx2_mgpu"
-    link.symlink_to(Path(int8_linear.__file__).resolve().parents[1], target_is_directory=True)
-    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(link.parent)}
+    env = {**pack_env(tmp_path_factory.mktemp("pack")), "TRITON_INTERPRET": "1"}
     done = subprocess.run(
         [sys.executable, "-c", INTERPRETED], env=env, capture_output=True, text=True, timeout=600
     )
@@ -255,3 +261,41 @@ def test_comfyui_int8_layer_runs_on_the_pack_backend():
         int8_linear.int8_gemm_dequant = original
         int8_kernels.uninstall()
     assert ((ours.float() - theirs.float()).abs().max() / theirs.float().abs().max()).item() < 1e-2
+
+
+# A fresh process running one 22B product of each kernel: which config the tuner chose, and whether it
+# read that choice from Triton's cache folder (autotuning listener) instead of timing the configs.
+TUNED_PROCESS = textwrap.dedent(
+    """
+    import json, torch, triton
+    from ltx2_mgpu.kernels import int8_linear
+
+    seen = []
+    triton.knobs.autotuning.listener = lambda fn, key, best_config, configs_timings, duration, cache_hit: (
+        seen.append([fn.__name__, str(best_config), cache_hit])
+    )
+    x = torch.randn(8192, 4096, device="cuda", dtype=torch.bfloat16)
+    w = torch.randint(-127, 128, (4096, 4096), device="cuda", dtype=torch.int8)
+    int8_linear.int8_linear(x, w, torch.rand(4096, device="cuda") * 1e-3, None, torch.bfloat16, True, 256)
+    torch.cuda.synchronize()
+    print(json.dumps(sorted(seen)))
+    """
+)
+
+
+@pytest.mark.gpu
+def test_a_later_process_reads_the_tuned_configs_from_disk(tmp_path):
+    """NOTE [int8 tuning cost]: the first process times the configs, the next one on the machine reads
+    the same choices from Triton's cache folder and times nothing."""
+    env = {**pack_env(tmp_path), "TRITON_CACHE_DIR": str(tmp_path / "triton")}
+
+    def run() -> list:
+        done = subprocess.run([sys.executable, "-c", TUNED_PROCESS], env=env, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr[-3000:]
+        return json.loads(done.stdout.strip().splitlines()[-1])
+
+    first, second = run(), run()
+    assert [name for name, _, _ in first] == ["int8_gemm_dequant", "rotate_quantize_rows"]
+    assert [hit for _, _, hit in first] == [False, False]
+    assert [hit for _, _, hit in second] == [True, True]
+    assert [config for _, config, _ in second] == [config for _, config, _ in first]
