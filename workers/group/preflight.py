@@ -7,14 +7,17 @@ import os
 from collections.abc import Mapping, Sequence
 
 from ..wire.config import SHM_DIR
+from ..wire.gpu_memory import cap_bytes, capped_total
 from ..wire.job_memory import Capacity
 from ..wire.memory_plan import PreFlight, activation_bytes, check_host, check_plan, model_sizes, plan
 from . import console
 
 
 def gpu_capacities(devices: Sequence[str]) -> list[int | None]:
-    """Total memory of each CUDA device in bytes (None for CPU workers). Reads the device properties
-    only: no CUDA context is made on the GPUs in this process."""
+    """Total memory of each CUDA device in bytes, or the workers' cap when smaller (NOTE [gpu memory
+    cap]); None for CPU workers. Reads the device properties only: no CUDA context is made on the GPUs
+    in this process."""
+    cap_bytes()  # a bad LTX2_MGPU_GPU_MEMORY_GIB is refused for any group, before a worker starts
     out: list[int | None] = []
     for device in devices:
         if not device.startswith("cuda"):
@@ -23,7 +26,7 @@ def gpu_capacities(devices: Sequence[str]) -> list[int | None]:
         import torch
 
         index = int(device.split(":", 1)[1]) if ":" in device else 0
-        out.append(int(torch.cuda.get_device_properties(index).total_memory))
+        out.append(capped_total(int(torch.cuda.get_device_properties(index).total_memory)))
     return out
 
 

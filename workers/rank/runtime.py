@@ -23,6 +23,7 @@ from ...kernels import make_head_exchange
 from ..engine.engines import make_engine
 from ..engine.protocol import Engine
 from ..wire import protocol
+from ..wire.gpu_memory import apply_cap
 from ..wire.requests import REQUESTS
 from .ops import OPS, Cancelled, InputRejected, load_all
 from .preview import step_callbacks
@@ -149,6 +150,7 @@ class Runtime:
         device = torch.device(boot["device"])
         if device.type == "cuda":
             torch.cuda.set_device(device)
+            apply_cap(device)  # NOTE [gpu memory cap]: before anything is allocated
         threads = int(boot.get("threads", 0))
         if threads > 0:
             torch.set_num_threads(threads)

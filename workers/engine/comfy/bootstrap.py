@@ -15,6 +15,7 @@ from types import ModuleType
 import torch
 
 from ...wire.comfyui_root import ComfyUIRoot, ComfyUIUnusable, check_comfyui_root
+from ...wire.gpu_memory import process_limit_bytes
 from . import int8_kernels
 
 log = logging.getLogger(__name__)
@@ -57,6 +58,7 @@ def import_comfyui(root: ComfyUIRoot, device: torch.device) -> ModuleType:
         if device.type == "cuda":
             prefer_cudnn_attention()
             log.info(int8_kernels.install(device))
+            cap_model_management(model_management, device)
     except Exception as exc:  # any import failure is the user's ComfyUI install: say which and why
         raise ComfyUIUnusable(
             f"the ComfyUI at {root.path} (version {root.version}) failed to import in the worker: "
@@ -66,6 +68,27 @@ def import_comfyui(root: ComfyUIRoot, device: torch.device) -> ModuleType:
     use_comfyuis_attention()
     _imported = root
     return model_management
+
+
+def cap_model_management(mm: ModuleType, device: torch.device) -> None:
+    """NOTE [gpu memory cap] (wire/gpu_memory.py): in a worker held below its card, ComfyUI's model
+    management sees the cap as the card. Its free memory on `device` never exceeds what the worker's
+    memory fraction leaves (so its loads and tiled decodes size themselves as on a card that small),
+    and its total is the cap. Uncapped workers keep ComfyUI's functions untouched."""
+    limit = process_limit_bytes(device)
+    if limit >= torch.cuda.get_device_properties(device).total_memory:
+        return
+    original = mm.get_free_memory
+
+    def get_free_memory(dev=None, torch_free_too=False):
+        free, torch_free = original(dev, torch_free_too=True)
+        target = mm.get_torch_device() if dev is None else torch.device(dev)
+        if target.type == "cuda" and (target.index is None or target.index == device.index):
+            free = min(free, max(0, limit - torch.cuda.memory_allocated(device)))
+        return (free, torch_free) if torch_free_too else free
+
+    mm.get_free_memory = get_free_memory
+    mm.total_vram = limit / (1024 * 1024)  # MiB, as ComfyUI keeps it
 
 
 def imported_root() -> str:

@@ -25,6 +25,7 @@ from typing import Any
 
 import torch
 
+from ...wire.gpu_memory import allocatable_bytes
 from ...wire.weight_placement import WEIGHTS_LAYERS, WEIGHTS_OFFLOADED, WEIGHTS_REPLICATED, WEIGHTS_SHARDED
 
 # Attribute on the patcher's BaseModel (patcher.model): the bytes its weights may occupy on the device.
@@ -129,16 +130,11 @@ def install_budget_hook() -> None:
 
 def auto_resident_bytes(device: torch.device, reserve_bytes: int) -> int:
     """The budget `offloaded` takes when none is given: on a GPU, what this process may still allocate
-    (its memory fraction of the device, less what it holds now) minus `reserve_bytes` for activations;
+    (wire/gpu_memory.py: the card's free memory, within its memory fraction) minus `reserve_bytes` for activations;
     on a CPU rank 0 (the host is the device: every layer is cast per call, as on a GPU with no room)."""
     if device.type != "cuda":
         return 0
-    total = torch.cuda.get_device_properties(device).total_memory
-    get_fraction = getattr(torch.cuda, "get_per_process_memory_fraction", None)  # torch >= 2.6
-    fraction = get_fraction(device) if get_fraction is not None else 1.0
-    free, _ = torch.cuda.mem_get_info(device)
-    allowed = min(int(total * fraction) - torch.cuda.memory_reserved(device), free)
-    return max(0, allowed - reserve_bytes)
+    return max(0, allocatable_bytes(device) - reserve_bytes)
 
 
 # Attribute on the BaseModel: the number of transformer blocks FSDP2 shards (weights sharded).
