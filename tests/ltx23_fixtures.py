@@ -11,6 +11,7 @@ gets the tiny Gemma's sizes through sd1_clip's config override while it builds, 
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
@@ -38,13 +39,41 @@ def tiny_gemma_sizes(gemma: Path) -> dict[str, int]:
     }
 
 
+@contextlib.contextmanager
+def comfyui_loads_tiny_gemma(gemma: Path) -> Iterator[None]:
+    """While held, ComfyUI's text encoder loaders build Gemma 3 at the tiny file's sizes (ComfyUI's
+    config is sized for 12B) and without the vision tower, which is not on the text path and takes
+    minutes to build on the CPU. Needs ComfyUI imported."""
+    import comfy.clip_model
+    import comfy.sd
+    import comfy.text_encoders.llama as llama
+
+    patches = pytest.MonkeyPatch()
+    patches.setattr(comfy.clip_model, "CLIPVision", lambda *a, **k: torch.nn.Module())
+    patches.setattr(llama, "Gemma3MultiModalProjector", lambda *a, **k: torch.nn.Module())
+    sizes = tiny_gemma_sizes(gemma)
+    patches.setattr(llama.Gemma3_12B_Config, "head_dim", sizes.pop("head_dim"))  # a class constant
+    load_clip = comfy.sd.load_clip
+
+    def load_clip_at_tiny_sizes(*args, model_options=None, **kwargs):
+        # sd1_clip reads "<model_name>_model_config" overrides; Gemma's model has no name set.
+        return load_clip(
+            *args, model_options={**(model_options or {}), "_model_config": dict(sizes)}, **kwargs
+        )
+
+    patches.setattr(comfy.sd, "load_clip", load_clip_at_tiny_sizes)
+    try:
+        yield
+    finally:
+        patches.undo()
+
+
 @pytest.fixture(scope="module")
 def comfy23(tiny23) -> Iterator[SimpleNamespace]:
     with comfyui_in_process(comfyui_root()):
         import comfy.clip_model
         import comfy.nested_tensor
         import comfy.sd
-        import comfy.text_encoders.llama as llama
         import folder_paths
         from comfy_extras import nodes_custom_sampler as cs
         from comfy_extras import nodes_hunyuan as hunyuan
@@ -64,22 +93,7 @@ def comfy23(tiny23) -> Iterator[SimpleNamespace]:
         name = files.checkpoint.name
         model, _clip, vae = nodes.CheckpointLoaderSimple().load_checkpoint(name)
         (audio_vae,) = lt_audio.LTXVAudioVAELoader.execute(name)
-        patches = pytest.MonkeyPatch()
-        # The 12B vision tower is not on the text path and takes minutes to build on the CPU.
-        patches.setattr(comfy.clip_model, "CLIPVision", lambda *a, **k: torch.nn.Module())
-        patches.setattr(llama, "Gemma3MultiModalProjector", lambda *a, **k: torch.nn.Module())
-        sizes = tiny_gemma_sizes(gemma)
-        patches.setattr(llama.Gemma3_12B_Config, "head_dim", sizes.pop("head_dim"))  # a class constant
-        load_clip = comfy.sd.load_clip
-
-        def load_clip_at_tiny_sizes(*args, model_options=None, **kwargs):
-            # sd1_clip reads "<model_name>_model_config" overrides; Gemma's model has no name set.
-            return load_clip(
-                *args, model_options={**(model_options or {}), "_model_config": dict(sizes)}, **kwargs
-            )
-
-        patches.setattr(comfy.sd, "load_clip", load_clip_at_tiny_sizes)
-        try:
+        with comfyui_loads_tiny_gemma(gemma):
             (clip,) = lt_audio.LTXAVTextEncoderLoader.execute(gemma.name, name)
             upscalers = {
                 scale: hunyuan.LatentUpscaleModelLoader.execute(path.name)[0]
@@ -91,5 +105,3 @@ def comfy23(tiny23) -> Iterator[SimpleNamespace]:
                 NestedTensor=comfy.nested_tensor.NestedTensor,
                 model=model, vae=vae, audio_vae=audio_vae, clip=clip, upscalers=upscalers,
             )  # fmt: skip
-        finally:
-            patches.undo()

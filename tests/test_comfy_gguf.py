@@ -27,6 +27,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 from comfyui_harness import comfyui_in_process, comfyui_root
+from ltx23_fixtures import comfyui_loads_tiny_gemma
 
 from conftest import assert_no_leaks, tiny_conditioning
 from ltx2_mgpu.workers.embedded.gguf_writer import gguf_of_safetensors
@@ -114,7 +115,7 @@ def native(tmp_path_factory, tiny25) -> Iterator[SimpleNamespace]:
         try:
             yield SimpleNamespace(
                 cs=cs, lt=lt, lt_audio=lt_audio, sd=comfy.sd, gguf_nodes=gguf_nodes, files=files, models=models,
-                audio_vaes=audio_vaes, tiny25=tiny25, results={},
+                audio_vaes=audio_vaes, tiny25=tiny25, checkpoint23=tiny23.checkpoint, nodes=nodes, results={},
             )  # fmt: skip
         finally:
             patches.undo()
@@ -215,6 +216,70 @@ def test_gguf_under_weights_layers_matches_unetloadergguf(native, ranks):
     found = [relative(a, b) for a, b in zip(out["samples"].unbind(), native_result(native, "2.3", "Q6_K"))]
     print(f"\n[GGUF Q6_K] LTX-2.3 SP Sampler, weights layers on 2: rel {[f'{r:.2e}' for r in found]}")
     assert len(found) == 2 and max(found) <= RELATIVE_TOLERANCE, found
+
+
+PROMPT = "A heron lifts off the river at dusk, mist over the water."
+
+
+def test_text_encode_on_a_gguf_group_takes_the_projection_from_projection_file(native, ranks, tiny, tiny23):
+    """A GGUF holds the transformer only: MGPU Text Encode on an LTX-2.3 GGUF group asks for the file with
+    LTX's text projection, and given it (the checkpoint, or a file of the projection alone, as users
+    download it) equals LTXAVTextEncoderLoader on that file + CLIPTextEncode. Another release's
+    projection, and Gemma 4 with a projection file, are refused before any work."""
+    if ranks != 2:
+        pytest.skip("the file choices do not depend on the worker count: 2 workers")
+    import folder_paths
+    from safetensors import safe_open
+    from safetensors.torch import save_file
+
+    from ltx2_mgpu.nodes.loader import load_model
+    from ltx2_mgpu.nodes.text_encode import encode_prompt
+    from ltx2_mgpu.workers.group.manager import MGPUModel
+
+    folder = native.checkpoint23.parent
+    projection_only = folder.parent / "projections" / "ltx-2.3-text-projection.safetensors"
+    projection_only.parent.mkdir(exist_ok=True)
+    with safe_open(str(native.checkpoint23), framework="pt") as f:
+        save_file(
+            {k: f.get_tensor(k) for k in f.keys() if k.startswith("text_embedding_projection.")},
+            str(projection_only),
+        )
+    for path in (projection_only, tiny.checkpoint):
+        folder_paths.add_model_folder_path("checkpoints", str(path.parent))
+    folder_paths.add_model_folder_path("text_encoders", str(tiny23.gemma.parent))
+    gemma = tiny23.gemma.name
+
+    mgpu, _model, _info = load_model(native.files[("2.3", "Q8_0")].name, "cpu:2", "float32")
+    with pytest.raises(
+        ValueError,
+        match=r"the MGPU Loader's file ltx2\.3-tiny-Q8_0\.gguf is a GGUF, which holds the transformer only.*"
+        r"pick in projection_file the file LTXAVTextEncoderLoader's ckpt_name takes",
+    ):
+        encode_prompt(mgpu, gemma, PROMPT)
+    with pytest.raises(
+        ValueError, match=r"holds LTX-2's text projection but the MGPU Loader runs an LTX-2\.3 model"
+    ):
+        encode_prompt(mgpu, gemma, PROMPT, projection_file=tiny.checkpoint.name)
+    for projection in (native.checkpoint23.name, projection_only.name):
+        with comfyui_loads_tiny_gemma(tiny23.gemma), torch.inference_mode():
+            (clip,) = native.lt_audio.LTXAVTextEncoderLoader.execute(gemma, projection)
+            (expected,) = native.nodes.CLIPTextEncode().encode(clip, PROMPT)
+        (ours,) = encode_prompt(mgpu, gemma, PROMPT, projection_file=projection)
+        found = relative(ours[0][0], expected[0][0])
+        print(f"\n[GGUF Q8_0] LTX-2.3 MGPU Text Encode, projection from {projection}: rel {found:.2e}")
+        assert found <= RELATIVE_TOLERANCE
+
+    ltx25 = MGPUModel(
+        checkpoint=str(native.files[("2.5", "Q8_0")]), backend="comfy", comfyui_root="/any/ComfyUI"
+    )
+    folder_paths.add_model_folder_path("text_encoders", str(native.tiny25.text_encoder.parent))
+    with pytest.raises(
+        ValueError, match=r"is Gemma 4, which carries LTX-2\.5's projection itself; set projection_file"
+    ):
+        encode_prompt(ltx25, native.tiny25.text_encoder.name, PROMPT, projection_file=projection_only.name)
+    reference = MGPUModel(checkpoint=str(tiny.checkpoint), backend="ltxcore", family="LTX-2")
+    with pytest.raises(ValueError, match=r"projection_file .* is read on ComfyUI's engine only"):
+        encode_prompt(reference, gemma, PROMPT, projection_file=projection_only.name)
 
 
 GPU_TOLERANCE = 1e-3  # float32 on CUDA against the CPU (kernel order, cuDNN's TF32 convolutions)

@@ -10,8 +10,6 @@ stating model_version 2.3.0. ComfyUI decodes with them exactly as with the check
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -20,26 +18,10 @@ from safetensors import safe_open
 from safetensors.torch import save_file
 from test_tiny_ltx25 import native25  # noqa: F401
 
+from ltx2_mgpu.workers.embedded.split_vaes import split_vaes
 from ltx2_mgpu.workers.group.manager import get_manager
 
 pytestmark = pytest.mark.comfyui
-
-
-def split_vaes(checkpoint: Path, folder: Path) -> SimpleNamespace:
-    """The video and audio VAE files of an LTX single-file checkpoint, written to `folder`."""
-    with safe_open(str(checkpoint), framework="pt") as f:
-        config = json.loads(f.metadata()["config"])
-        video = {k.removeprefix("vae."): f.get_tensor(k) for k in f.keys() if k.startswith("vae.")}
-        audio = {k: f.get_tensor(k) for k in f.keys() if k.startswith(("audio_vae.", "vocoder."))}
-    files = SimpleNamespace(
-        video=folder / "ltx-2.3-tiny-video-vae.safetensors",
-        audio=folder / "ltx-2.3-tiny-audio-vae.safetensors",
-    )
-    stated = {"model_version": "2.3.0"}
-    save_file(video, str(files.video), metadata={"config": json.dumps({"vae": config["vae"]})} | stated)
-    audio_config = {k: config[k] for k in ("audio_vae", "vocoder")}
-    save_file(audio, str(files.audio), metadata={"config": json.dumps(audio_config)} | stated)
-    return files
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +33,11 @@ def ltx23(native25, tiny23, tmp_path_factory) -> SimpleNamespace:  # noqa: F811
     out = tmp_path_factory.mktemp("tiny23split")
     (out / "vae").mkdir()
     checkpoint = tiny23.checkpoint
-    files = split_vaes(checkpoint, out / "vae")
+    files = SimpleNamespace(
+        video=out / "vae" / "ltx-2.3-tiny-video-vae.safetensors",
+        audio=out / "vae" / "ltx-2.3-tiny-audio-vae.safetensors",
+    )
+    split_vaes(checkpoint, files.video, files.audio, "2.3.0")
     folder_paths.add_model_folder_path("checkpoints", str(checkpoint.parent))
     folder_paths.add_model_folder_path("vae", str(out / "vae"))
     return SimpleNamespace(checkpoint=checkpoint, video_vae=files.video, audio_vae=files.audio)

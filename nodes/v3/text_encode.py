@@ -7,7 +7,7 @@ from comfy_api.latest import io
 from ...workers.wire.requests import TEXT_PLACEMENTS
 from .. import comfy
 from ..mgpu_lora import NO_LORA
-from ..text_encode import encode_prompt, text_encoder_choices
+from ..text_encode import FROM_LOADER, encode_prompt, text_encoder_choices
 from .common import CATEGORY, MGPUModel, node_id, strength_input
 
 
@@ -24,7 +24,9 @@ class LTX2MGPUTextEncode(io.ComfyNode):
             "loaded until the models are unloaded.",
             inputs=[
                 MGPUModel.Input(
-                    "mgpu_model", tooltip="From MGPU Loader; its checkpoint supplies the text projection."
+                    "mgpu_model",
+                    tooltip="From MGPU Loader; its checkpoint supplies the text projection unless projection_file "
+                    "names another file.",
                 ),
                 io.Combo.Input(
                     "text_encoder",
@@ -60,6 +62,15 @@ class LTX2MGPUTextEncode(io.ComfyNode):
                     "lora_strength",
                     "Strength of lora_name on the text encoder (LoraLoader's strength_clip).",
                     optional=True,
+                ),
+                io.Combo.Input(
+                    "projection_file",
+                    options=[FROM_LOADER, *comfy.filename_list("checkpoints")],
+                    default=FROM_LOADER,
+                    optional=True,
+                    tooltip="The file holding LTX's text projection, as LTXAVTextEncoderLoader's ckpt_name takes it: by "
+                    "default the MGPU Loader's own file. When the loader runs a GGUF or another transformer-only file, "
+                    "pick the LTX-2 / 2.3 checkpoint or its text-projection file here. Not used with Gemma 4 (LTX-2.5).",
                 ),
             ],
             outputs=[io.Conditioning.Output()],

@@ -167,8 +167,9 @@ class Engine(Protocol):
         """The dtype the ranks hold Gemma (and the text head) in for this model."""
         raise self.refuse("MGPU Text Encode")
 
-    def text_head(self, job: Job, files: GemmaFiles) -> TextHead:
-        """The loaded checkpoint's text head for Gemma `files` (kept while they match)."""
+    def text_head(self, job: Job, files: GemmaFiles, projection: str = "") -> TextHead:
+        """The text head for Gemma `files` from the projection in the file `projection` ("": the loaded
+        model's file), kept while they match."""
         raise self.refuse("MGPU Text Encode")
 
     def encode_gemma4(self, job: Job, request: rq.EncodeGemma4) -> dict:

@@ -104,7 +104,7 @@ def _validate(job, request: EncodeText) -> EncodeRequest:
                 f"the LoRA {Path(lora).name} changes {len(quantized)} layers that {path.name} stores quantized "
                 f"(e.g. {quantized[0]}); a text-encoder LoRA needs the bf16 Gemma file"
             )
-    projection = job.engine.text_head(job, files)
+    projection = job.engine.text_head(job, files, request.projection)
     config = files.config
     if projection.in_features != config.feature_width:
         raise InputRejected(

@@ -43,7 +43,8 @@ class EngineCapabilities:
     transformer runs; modes: the loader modes it computes; compile_placements: the weights options
     compile_blocks runs with; fp8_matmul_formats: the file weight formats fp8_matmul applies to;
     gguf_placements: the weights options a GGUF file loads with (the ComfyUI-GGUF pack's loader and ops;
-    () none); package: the Python package it needs beyond the pack's requirements ("" none);
+    () none); text_projection_file: MGPU Text Encode reads LTX's text projection from a file other than
+    the loaded one (its projection_file input); package: the Python package it needs beyond the pack's requirements ("" none);
     refusal: how a refusal of a command it lacks goes on ("<what> " + refusal)."""
 
     engine: str
@@ -62,6 +63,7 @@ class EngineCapabilities:
     guidance_groups: bool
     model_output: bool
     gemma4_text: bool
+    text_projection_file: bool
     weight_placements: tuple[str, ...]
     cuda_graphs: bool
     package: str
@@ -108,6 +110,7 @@ COMFY = EngineCapabilities(
     guidance_groups=True,
     model_output=True,
     gemma4_text=True,
+    text_projection_file=True,
     weight_placements=WEIGHT_PLACEMENTS,
     cuda_graphs=True,
     package="",
@@ -136,6 +139,8 @@ LTXCORE = EngineCapabilities(
     guidance_groups=False,
     model_output=False,
     gemma4_text=False,
+    # Its text head is the loaded checkpoint's own projection module (LTX-2 19B files all carry one).
+    text_projection_file=False,
     weight_placements=(WEIGHTS_REPLICATED,),
     cuda_graphs=False,
     package="ltx_core",

@@ -584,6 +584,9 @@ class EncodeText(Request):
     placement: str = "auto"
     # LoRAs on the text encoder ((path, strength), ...), as LoraLoader's CLIP side (workers/text/gemma_lora.py).
     text_loras: tuple[tuple[str, float], ...] = ()
+    # The file holding LTX's text projection ("": the loaded model's file), as LTXAVTextEncoderLoader's
+    # ckpt_name: a GGUF or diffusion-model file has none of its own.
+    projection: str = ""
 
     def check(self) -> None:
         loras = _lora_pairs(self.text_loras, "text_loras must be (path, strength) pairs")

@@ -219,21 +219,21 @@ class ComfyEngine(Engine):
 
         return stored_dtype(files)
 
-    def text_head(self, job: Job, files) -> Any:
-        """ComfyUI's LTXAVTEModel for the checkpoint's projection, made once per checkpoint and dtype."""
+    def text_head(self, job: Job, files, projection: str = "") -> Any:
+        """ComfyUI's LTXAVTEModel for the projection in `projection` (default: the loaded model's file),
+        made once per file and dtype."""
         from .text_projection import ComfyTextHead
 
         model = self.loaded()
         dtype = self.text_dtype(files)
         config = files.config
-        key = (model.path, dtype, config.hidden_size, config.num_hidden_states)
+        source = Path(projection) if projection else model.path
+        key = (source, dtype, config.hidden_size, config.num_hidden_states)
         if self.text_heads is not None and self.text_heads[0] == key:
             return self.text_heads[1]
         self.text_heads = None
         try:
-            head = ComfyTextHead.load(
-                model.path, config.hidden_size, config.num_hidden_states, dtype, job.device
-            )
+            head = ComfyTextHead.load(source, config.hidden_size, config.num_hidden_states, dtype, job.device)
         except ValueError as exc:
             raise InputRejected(str(exc)) from exc
         self.text_heads = (key, head)

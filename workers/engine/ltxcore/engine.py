@@ -169,10 +169,16 @@ class LtxCoreEngine(Engine):
         model = self.loaded()
         return model.dtype if model.dtype is not None else stored_dtype(files)
 
-    def text_head(self, job: Job, files) -> Any:
+    def text_head(self, job: Job, files, projection: str = "") -> Any:
         """The checkpoint's text projection (one Linear) after ComfyUI's normalisation, copied in
-        text/text_encoder.py text_features."""
+        text/text_encoder.py text_features. Another file's projection is not read here (the capability
+        table's text_projection_file: the node refuses it first)."""
         model = self.loaded()
+        if projection and Path(projection) != model.path:
+            raise InputRejected(
+                f"the text projection of {Path(projection).name} is read on ComfyUI's engine only; on the ltx-core "
+                f"engine it comes from the loaded checkpoint {model.path.name}: set projection_file to the loader's file"
+            )
         extractor = getattr(model.processor, "feature_extractor", None)
         projection = getattr(extractor, "aggregate_embed", None)
         if not isinstance(projection, torch.nn.Linear):
