@@ -32,14 +32,18 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import copy
 import gc
 import json
 import logging
 import os
 import platform
+import shutil
+import subprocess
 import sys
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +63,7 @@ TEXT = frozenset({"CLIPTextEncode", "LTX2MGPUTextEncode", "LTXVConditioning"})
 DECODE = frozenset({"VAEDecodeTiled", "VAEDecode", "LTXVAudioVAEDecode", "LTX2DistributedVAEDecode", COLLECT})
 WARMUP_SUFFIX = " (warm-up run)"
 MEMORY_POLL_S = 0.05
+PROCESS_POLL_EVERY = 10  # nvidia-smi per process every 0.5 s (it takes tens of ms)
 COLLECTED: dict[str, Any] = {}
 # What the template graphs need beyond comfy/'s own imports (torch, torchvision, torchsde, PIL, ...):
 # PyAV (comfy_extras/nodes_lt.py imports it; LTXVPreprocess runs it), simpleeval (ComfyMathExpression),
@@ -113,11 +118,15 @@ class StandInServer:
 
 
 class MemoryPoller:
-    """Peak device memory in use per GPU (cudaMemGetInfo, all processes: this one and the workers)."""
+    """Peak device memory in use per GPU (cudaMemGetInfo, all processes: this one and the workers), and
+    per process where nvidia-smi lists them (`process_peak`: "PID name" -> bytes; the workers sharing
+    a GPU apart; empty where nvidia-smi is missing or cannot see the processes)."""
 
     def __init__(self, devices: list[int]) -> None:
         self.devices = devices
         self.peak = {d: 0 for d in devices}
+        self.process_peak: dict[str, int] = {}
+        self._smi = shutil.which("nvidia-smi") if devices else None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -127,10 +136,30 @@ class MemoryPoller:
         free, total = torch.cuda.mem_get_info(device)
         return total - free
 
+    def _processes(self) -> None:
+        query = [self._smi, "--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"]
+        try:
+            rows = subprocess.run(query, capture_output=True, text=True, timeout=5).stdout.splitlines()
+        except (OSError, subprocess.SubprocessError):
+            return
+        for row in rows:
+            pid, _, mib = (part.strip() for part in row.partition(","))
+            if pid.isdigit() and mib.isdigit():
+                try:
+                    name = Path(f"/proc/{pid}/comm").read_text().strip()
+                except OSError:
+                    name = "?"
+                key = f"{pid} {name}"
+                self.process_peak[key] = max(self.process_peak.get(key, 0), int(mib) * 2**20)
+
     def _run(self) -> None:
+        polls = 0
         while not self._stop.is_set():
             for d in self.devices:
                 self.peak[d] = max(self.peak[d], self._used(d))
+            if self._smi and polls % PROCESS_POLL_EVERY == 0:
+                self._processes()
+            polls += 1
             time.sleep(MEMORY_POLL_S)
 
     def __enter__(self) -> MemoryPoller:
@@ -144,6 +173,9 @@ class MemoryPoller:
             self._thread.join()
             for d in self.devices:
                 self.peak[d] = max(self.peak[d], self._used(d))
+
+    def process_peaks_gib(self) -> dict[str, float]:
+        return {k: round(v / GIB, 2) for k, v in sorted(self.process_peak.items())}
 
 
 # ----- ComfyUI in this process -------------------------------------------------------------------
@@ -180,6 +212,28 @@ async def register_pack(nodes, pack) -> None:
     await extension.on_load()
     for cls in await extension.get_node_list():
         nodes.NODE_CLASS_MAPPINGS[cls.GET_SCHEMA().node_id] = cls
+
+
+def import_gguf_pack(root: Path) -> Path:
+    """The ComfyUI-GGUF pack imported as ComfyUI imports a custom node (a package named after its folder):
+    it registers the `unet_gguf` folder the MGPU Loader lists .gguf files from. SystemExit when missing."""
+    import importlib.util
+
+    from ltx2_mgpu.workers.wire.gguf_pack import GGUF_PACK_ENV, find_gguf_pack
+
+    folder = find_gguf_pack(root)
+    if folder is None:
+        raise SystemExit(
+            f"--gguf needs the ComfyUI-GGUF pack (city96/ComfyUI-GGUF): set {GGUF_PACK_ENV} to its folder or put it "
+            f"in {root / 'custom_nodes'}"
+        )
+    spec = importlib.util.spec_from_file_location(
+        folder.name, folder / "__init__.py", submodule_search_locations=[str(folder)]
+    )
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[folder.name] = module
+    spec.loader.exec_module(module)
+    return folder
 
 
 def check_requirements() -> None:
@@ -338,6 +392,7 @@ def run_side(prompt: dict, label: str, sync, devices: list[int], runs: int, trac
         "stages_s": stage_times(prompt, best["nodes"]),
         "all_totals_s": [round(r["total_s"], 4) for r, _ in timed_runs],
         "peak_device_memory_gib": {f"cuda:{d}": round(v / GIB, 2) for d, v in memory.peak.items()},
+        "peak_process_memory_gib": memory.process_peaks_gib(),
         "warmup": {
             "total_s": round(warm["total_s"], 4),
             "stages_s": stage_times(prompt, warm["nodes"]),
@@ -372,6 +427,86 @@ def relative_error(ours, native) -> float:
     return float((ours - native).abs().max() / native.abs().max())
 
 
+@dataclass(frozen=True)
+class OursVariant:
+    """One run of our side: the MGPU Loader's `weights` option, and each worker's GPU memory cap in GiB
+    (LTX2_MGPU_GPU_MEMORY_GIB; None: the whole GPU). Written WEIGHTS or WEIGHTS@GIB."""
+
+    weights: str
+    gpu_memory_gib: float | None = None
+
+    @staticmethod
+    def parse(text: str) -> OursVariant:
+        from ltx2_mgpu.workers.wire.weight_placement import WEIGHT_PLACEMENTS
+
+        weights, _, gib = text.partition("@")
+        if weights not in WEIGHT_PLACEMENTS:
+            raise argparse.ArgumentTypeError(
+                f"{text!r}: the weights option is one of {', '.join(WEIGHT_PLACEMENTS)} (then @GiB for a cap)"
+            )
+        try:
+            cap = float(gib) if gib else None
+        except ValueError:
+            cap = None
+        if gib and not (cap and cap > 0):
+            raise argparse.ArgumentTypeError(
+                f"{text!r}: after @ comes the cap per worker in GiB, e.g. layers@16"
+            )
+        return OursVariant(weights, cap)
+
+    def __str__(self) -> str:
+        return self.weights + (f"@{self.gpu_memory_gib:g}" if self.gpu_memory_gib else "")
+
+
+def ours_graph(prompt: dict, variant: OursVariant, gguf: str | None) -> dict:
+    """Our side's graph with the loader's weights option; with `gguf`, the loader runs the LTX-2.3
+    transformer GGUF e2e_models.py wrote (its VAEs from their split files) and MGPU Text Encode reads the
+    text projection from the template's checkpoint, as a GGUF user's workflow does."""
+    from e2e_models import AUDIO_VAE_23, VIDEO_VAE_23, gguf_name_23
+
+    graph = copy.deepcopy(prompt)
+    (loader,) = [n for n in graph.values() if n["class_type"] == "LTX2MGPULoader"]
+    loader["inputs"]["weights"] = variant.weights
+    if gguf:
+        checkpoint = loader["inputs"]["ckpt_name"]
+        if not checkpoint.startswith("ltx-2.3"):
+            raise ValueError(f"--gguf runs the LTX-2.3 jobs; this job's loader takes {checkpoint}")
+        loader["inputs"].update(
+            ckpt_name=gguf_name_23(gguf), video_vae_name=VIDEO_VAE_23, audio_vae_name=AUDIO_VAE_23
+        )
+        for node in graph.values():
+            if node["class_type"] == "LTX2MGPUTextEncode":
+                node["inputs"]["projection_file"] = checkpoint
+    return graph
+
+
+@contextlib.contextmanager
+def gpu_memory_cap(gib: float | None):
+    """LTX2_MGPU_GPU_MEMORY_GIB for the workers the run starts (and the loader's plan); the earlier value after."""
+    from ltx2_mgpu.workers.wire.gpu_memory import GPU_MEMORY_ENV
+
+    before = os.environ.get(GPU_MEMORY_ENV)
+    if gib:
+        os.environ[GPU_MEMORY_ENV] = f"{gib:g}"
+    else:
+        os.environ.pop(GPU_MEMORY_ENV, None)
+    try:
+        yield
+    finally:
+        os.environ.pop(GPU_MEMORY_ENV, None)
+        if before is not None:
+            os.environ[GPU_MEMORY_ENV] = before
+
+
+def latent_parity(ours: dict, reference: dict) -> dict:
+    parity = {}
+    for kind in ("video", "audio"):
+        a, b = ours[kind], reference[kind]
+        parity[f"{kind}_latent_shape"] = list(b.shape)
+        parity[f"{kind}_latent_max_rel_error"] = None if a.shape != b.shape else relative_error(a, b)
+    return parity
+
+
 def run_job(
     name: str,
     prompts: Path,
@@ -382,32 +517,55 @@ def run_job(
     runs: int,
     trace=None,
     sides: tuple[str, ...] = SIDES,
+    variants: tuple[OursVariant, ...] = (OursVariant("replicated"),),
+    gguf: str | None = None,
 ) -> dict:
+    """Native, then our side once per variant (the first is "ours", the others "ours <variant>"), each
+    after the last one's workers stopped. Latents compared with native's, or with the first variant's
+    when native is not run."""
     native = json.loads((prompts / f"{name}.{size}.native.json").read_text())
     ours = json.loads((prompts / f"{name}.{size}.ours.json").read_text())
     for node in ours.values():
         if node["class_type"] == "LTX2MGPULoader" and size != "tiny":
             node["inputs"]["gpus"] = gpus
+    result, latents = {}, {}
     if "native" in sides:
         print(f"[e2e] {name}: native", flush=True)
-        native_result, native_latents = run_side(native, f"{name}-native", sync, devices, runs, trace)
+        result["native"], latents["native"] = run_side(native, f"{name}-native", sync, devices, runs, trace)
         free_everything()
-    if "ours" in sides:
-        print(f"[e2e] {name}: ours ({gpus})", flush=True)
-        ours_result, ours_latents = run_side(ours, f"{name}-ours", sync, devices, runs, trace)
-        free_everything()
-    if len(sides) < 2:  # one side alone (a check that it runs): nothing to compare
-        result = ours_result if "ours" in sides else native_result
-        print(json.dumps({name: {sides[0]: result["total_s"]}}), flush=True)
-        return {sides[0]: result}
-    parity = {}
-    for kind in ("video", "audio"):
-        a, b = ours_latents[kind], native_latents[kind]
-        parity[f"{kind}_latent_shape"] = list(b.shape)
-        parity[f"{kind}_latent_max_rel_error"] = None if a.shape != b.shape else relative_error(a, b)
-    result = {"native": native_result, "ours": ours_result, "final_latents_ours_vs_native": parity}
-    result["speedup_total"] = round(native_result["total_s"] / ours_result["total_s"], 3)
-    print(json.dumps({name: {s: result[s]["total_s"] for s in ("native", "ours")} | parity}), flush=True)
+    labels = []
+    for i, variant in enumerate(variants if "ours" in sides else ()):
+        label = "ours" if i == 0 else f"ours {variant}"
+        print(
+            f"[e2e] {name}: {label} ({gpus}, weights {variant}{', GGUF ' + gguf if gguf else ''})", flush=True
+        )
+        with gpu_memory_cap(variant.gpu_memory_gib):
+            result[label], latents[label] = run_side(
+                ours_graph(ours, variant, gguf), f"{name}-{label}", sync, devices, runs, trace
+            )
+            free_everything()  # its workers stop: the next variant's start with its own cap
+        result[label]["variant"] = {
+            "weights": variant.weights,
+            "gpu_memory_gib": variant.gpu_memory_gib,
+            "gguf": gguf,
+        }
+        labels.append(label)
+    reference = "native" if "native" in result else (labels[0] if labels else None)
+    for label in labels:
+        if label == reference:
+            continue
+        result[label]["final_latents_vs_" + reference] = latent_parity(latents[label], latents[reference])
+        result[label]["speed_vs_" + reference] = round(
+            result[reference]["total_s"] / result[label]["total_s"], 3
+        )
+    if reference == "native" and "ours" in result:  # the names the README's table and tests read
+        result["final_latents_ours_vs_native"] = result["ours"]["final_latents_vs_native"]
+        result["speedup_total"] = result["ours"]["speed_vs_native"]
+    print(
+        json.dumps(
+            {name: {k: v["total_s"] for k, v in result.items() if isinstance(v, dict) and "total_s" in v}}
+        )
+    )
     return result
 
 
@@ -432,11 +590,11 @@ def markdown_table(report: dict) -> str:
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for name, job in report["jobs"].items():
-        for side in (s for s in SIDES if s in job):
+        for side in (k for k in job if k in SIDES or k.startswith("ours ")):
             result = job[side]
             stages = " | ".join(f"{result['stages_s'][s]:.2f} s" for s in STAGES)
             memory = ", ".join(f"{v:.1f} GiB" for v in result["peak_device_memory_gib"].values()) or "-"
-            speedup = f"{job['speedup_total']:.2f}x" if side == "ours" and "speedup_total" in job else ""
+            speedup = f"{result['speed_vs_native']:.2f}x" if "speed_vs_native" in result else ""
             lines.append(f"| {name} | {side} | {stages} | {result['total_s']:.2f} s | {speedup} | {memory} |")
     return "\n".join(lines)
 
@@ -465,6 +623,16 @@ def main(argv=None) -> int:
         default=list(SIDES),
         help="one side alone: no comparison, no speed-up",
     )
+    parser.add_argument(
+        "--ours", nargs="+", type=OursVariant.parse, default=[OursVariant("replicated")], metavar="WEIGHTS[@GIB]",
+        help="our side once per variant: the loader's weights option, with @GIB each worker held to that much GPU "
+        "memory (LTX2_MGPU_GPU_MEMORY_GIB), e.g. replicated layers@16 offloaded@16 (default: replicated)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--gguf", choices=("Q4_0", "Q6_K", "Q8_0"), default=None,
+        help="our side runs the LTX-2.3 transformer GGUF of this type that e2e_models.py --gguf wrote (needs the "
+        "ComfyUI-GGUF pack: LTX2_MGPU_COMFYUI_GGUF or ComfyUI's custom_nodes)",
+    )  # fmt: skip
     parser.add_argument("--out", type=Path)
     parser.add_argument(
         "--trace", action="store_true", help="time every model call and decode (e2e_trace.py)"
@@ -514,11 +682,13 @@ def main(argv=None) -> int:
         from e2e_models import stage_tiny_models
 
         made = tuple(Path(m).resolve() for m in args.tiny_made)
-        models = stage_tiny_models(args.scratch / "models", Path(root), made)
+        models = stage_tiny_models(args.scratch / "models", Path(root), made, gguf=args.gguf)
     elif models is None:
         parser.error("--models: the folder bench/e2e_models.py wrote")
     models = models.resolve()  # the workers resolve model paths from another working directory
     import_comfyui(Path(root), tiny=args.tiny)
+    if args.gguf:
+        print(f"[e2e] ComfyUI-GGUF pack: {import_gguf_pack(Path(root))}", flush=True)
     use_models(models)
     if args.tiny:
         load_tiny_shim(models, args.scratch)
@@ -547,6 +717,8 @@ def main(argv=None) -> int:
             args.runs,
             trace,
             sides,
+            tuple(args.ours),
+            args.gguf,
         )
         results[name]["job"] = manifest["jobs"][name]
     report = {

@@ -3,6 +3,13 @@
 Tiny (`stage_tiny_models`): `ltx2-mgpu make-tiny --family 2.3` and `--family 2.5` into one models
 folder (the embedded tiny files under the released names in ComfyUI's folders), as
 tests/test_official_templates.py's server uses them.
+
+Real size, random weights, on a GPU machine (writes about 55 GB for 2.3, 48 GB for 2.5):
+
+    python bench/e2e_models.py --family 2.3 /scratch/models [--gguf Q4_0]
+
+--gguf also writes the 2.3 transformer as a GGUF (the same random weights as the checkpoint's before
+its fp8 quantization) and the checkpoint's VAEs as separate files, for bench_e2e.py --gguf.
 """
 
 from __future__ import annotations
@@ -15,6 +22,39 @@ import time
 from pathlib import Path
 
 TESTS = Path(__file__).resolve().parent.parent / "tests"
+# The LTX-2.3 transformer as a GGUF (--gguf; bench_e2e.py --gguf runs it), and the checkpoint's VAEs as
+# the separate files a GGUF user holds beside it (the loader takes them as video_vae_name / audio_vae_name).
+GGUF_TYPES = ("Q4_0", "Q6_K", "Q8_0")
+VIDEO_VAE_23 = "ltx-2.3-22b-video-vae.safetensors"
+AUDIO_VAE_23 = "ltx-2.3-22b-audio-vae.safetensors"
+
+
+def gguf_name_23(qtype: str) -> str:
+    return f"ltx-2.3-22b-dev-{qtype}.gguf"
+
+
+def write_gguf_files_23(models: Path, qtype: str, transformer_tensors) -> dict[str, Path]:
+    """models/diffusion_models/<gguf_name_23(qtype)> from `transformer_tensors` ((name, tensor) pairs,
+    no prefix, any device) with the checkpoint's config, and its VAEs split into models/vae. Skips
+    files already there."""
+    from ltx2_mgpu.workers.embedded.gguf_writer import write_gguf
+    from ltx2_mgpu.workers.embedded.split_vaes import split_vaes
+
+    checkpoint = models / "checkpoints" / released_names()[2]
+    paths = {
+        "gguf": models / "diffusion_models" / gguf_name_23(qtype),
+        "video_vae": models / "vae" / VIDEO_VAE_23,
+        "audio_vae": models / "vae" / AUDIO_VAE_23,
+    }
+    if not paths["gguf"].exists():
+        from safetensors import safe_open
+
+        with safe_open(str(checkpoint), framework="pt") as f:
+            config = json.loads(f.metadata()["config"])
+        write_gguf(transformer_tensors(), paths["gguf"], qtype, config)
+    if not paths["video_vae"].exists():
+        split_vaes(checkpoint, paths["video_vae"], paths["audio_vae"], "2.3.0")
+    return paths
 
 
 def released_names() -> tuple[dict, dict, str, str]:
@@ -25,10 +65,25 @@ def released_names() -> tuple[dict, dict, str, str]:
     return RELEASED_23, RELEASED_25, CHECKPOINT_23, DISTILLED_LORA_23
 
 
-def stage_tiny_models(models: Path, comfyui_root: Path, made: tuple[Path, ...] = ()) -> Path:
+def stage_tiny_models(
+    models: Path, comfyui_root: Path, made: tuple[Path, ...] = (), gguf: str | None = None
+) -> Path:
     """ComfyUI's models/ layout under `models`: the tiny 2.3 and 2.5 files and links under the names
     the 2.3 / 2.5 templates load. Made once (kept between runs). `made`: folders make-tiny wrote
-    before (--family 2.3 and 2.5), whose files are linked instead of making them again."""
+    before (--family 2.3 and 2.5), whose files are linked instead of making them again. `gguf`: also
+    the tiny 2.3 transformer as a GGUF of that type and its split VAEs (write_gguf_files_23)."""
+    staged = _stage_tiny_models(models, comfyui_root, made)
+    if gguf:
+        from safetensors.torch import load_file
+
+        from ltx2_mgpu.workers.embedded.gguf_writer import transformer_tensors
+
+        checkpoint = models / "checkpoints" / released_names()[2]
+        write_gguf_files_23(models, gguf, lambda: transformer_tensors(load_file(str(checkpoint))).items())
+    return staged
+
+
+def _stage_tiny_models(models: Path, comfyui_root: Path, made: tuple[Path, ...]) -> Path:
     from ltx2_mgpu.workers.embedded.tiny_ltx25 import make_tiny_ltx25_paths
 
     released_25 = released_names()[1]
@@ -149,9 +204,13 @@ def write_ltx23_checkpoint(path: Path, config: dict, text_width: int, device, se
     return path
 
 
-def write_real_ltx23_models(models: Path, device, num_layers: int | None = None, seed: int = 0) -> Path:
+def write_real_ltx23_models(
+    models: Path, device, num_layers: int | None = None, seed: int = 0, gguf: str | None = None
+) -> Path:
     """Every file the LTX-2.3 t2v template loads, random weights, under the released names (about
-    25 GB checkpoint + 24 GB Gemma 3 12B in bf16 + LoRA + upscaler); WEIGHTS.json says what each is."""
+    25 GB checkpoint + 24 GB Gemma 3 12B in bf16 + LoRA + upscaler); WEIGHTS.json says what each is.
+    `gguf`: also the transformer as a GGUF of that type (the same random weights before the checkpoint's
+    fp8 quantization, about 12 GB as Q4_0) and the checkpoint's VAEs as separate files."""
 
     from ltx2_mgpu.workers.embedded.tiny_gemma import make_tiny_gemma
     from ltx2_mgpu.workers.embedded.tiny_ltx23 import (
@@ -202,6 +261,9 @@ def write_real_ltx23_models(models: Path, device, num_layers: int | None = None,
         tmp.replace(paths["text_lora"])
     if not paths["upscaler"].exists():
         write_x2_upscaler(paths["upscaler"], seed)
+    if gguf:
+        write_gguf_files_23(models, gguf, lambda: _real_transformer_tensors(config, device, seed))
+        print(f"[e2e models] GGUF {gguf} {_gb(models / 'diffusion_models' / gguf_name_23(gguf))}", flush=True)
     print(f"[e2e models] all files written in {time.monotonic() - t0:.0f} s", flush=True)
     gemma_name, upscaler_name = released_23["text_encoders"], released_23["latent_upscale_models"]
     weights = {
@@ -220,10 +282,34 @@ def write_real_ltx23_models(models: Path, device, num_layers: int | None = None,
         upscaler_name: f"x2 latent upsampler, assumed {UPSCALER_MID_CHANNELS} mid channels, "
         f"{UPSCALER_BLOCKS} blocks per stage",
         "not written": "LTX-2.5 files (write them with --family 2.5, into another folder)",
+        **(
+            {
+                gguf_name_23(
+                    gguf
+                ): f"the checkpoint's transformer as a {gguf} GGUF: the same random draws before "
+                "its fp8 quantization, quantized round-to-nearest per block (workers/embedded/gguf_writer.py)",
+                VIDEO_VAE_23: "the checkpoint's video VAE as a separate file",
+                AUDIO_VAE_23: "the checkpoint's audio VAE and vocoder as a separate file",
+            }
+            if gguf
+            else {}
+        ),
         "sizes_gb": {name: round(path.stat().st_size / 1e9, 2) for name, path in paths.items()},
     }
     (models / "WEIGHTS.json").write_text(json.dumps(weights, indent=1))
     return models
+
+
+def _real_transformer_tensors(config: dict, device, seed: int):
+    """The 22B transformer's tensors as write_ltx23_checkpoint draws them (same generator, same order),
+    unquantized in bf16, one at a time on `device`."""
+    import torch
+
+    from ltx2_mgpu.workers.embedded.tiny_ltx23 import load_comfy_modules
+    from ltx2_mgpu.workers.engine.comfy.random_model import _quantized_state, parameter_shapes
+
+    load_comfy_modules()
+    return _quantized_state(parameter_shapes(config["transformer"]), {}, device, torch.bfloat16, seed)
 
 
 def write_x2_upscaler(path: Path, seed: int) -> Path:
@@ -395,11 +481,19 @@ def main(argv=None) -> int:
     parser.add_argument("--family", choices=("2.3", "2.5"), default="2.3", help="whose template's files")
     parser.add_argument("--device", default="cuda:0" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--layers", type=int, default=None, help="fewer transformer/Gemma layers (a check)")
+    parser.add_argument(
+        "--gguf", choices=GGUF_TYPES, default=None,
+        help="2.3: also the transformer as a GGUF of this type and the VAEs as separate files (bench_e2e --gguf)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     if args.family == "2.5":
+        if args.gguf:
+            parser.error(
+                "--gguf writes the LTX-2.3 transformer (bench_e2e's 2.3 jobs run it); use --family 2.3"
+            )
         write_real_ltx25_models(args.models.resolve(), torch.device(args.device), args.layers)
     else:
-        write_real_ltx23_models(args.models.resolve(), torch.device(args.device), args.layers)
+        write_real_ltx23_models(args.models.resolve(), torch.device(args.device), args.layers, gguf=args.gguf)
     return 0
 
 

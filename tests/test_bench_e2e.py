@@ -24,12 +24,16 @@ JOBS = ("ltx23_t2v", "ltx25_t2v")
 STAGES = ("text_encode", "stage1", "upscale_stage", "decode")
 TOLERANCE = 1e-5  # of the largest magnitude, float32: the template tests' bound
 TIMEOUT_S = 1800
+# The pinned ComfyUI-GGUF pack as CI lays it beside the checkout (tests/test_comfy_gguf.py).
+GGUF_PACK = Path(__file__).resolve().parents[2] / "shared" / "comfyui-gguf"
 
 
 def _bench(*args: str) -> subprocess.CompletedProcess:
+    env = no_bytecode_beside_sources(os.environ)
+    if GGUF_PACK.is_dir():
+        env.setdefault("LTX2_MGPU_COMFYUI_GGUF", str(GGUF_PACK))
     done = subprocess.run(
-        [sys.executable, str(BENCH), *args], capture_output=True, text=True, timeout=TIMEOUT_S,
-        env=no_bytecode_beside_sources(os.environ),
+        [sys.executable, str(BENCH), *args], capture_output=True, text=True, timeout=TIMEOUT_S, env=env,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-6000:]
     return done
@@ -79,16 +83,36 @@ def test_e2e_bench_at_tiny_size_times_every_stage_with_matching_latents(
             error = parity[f"{kind}_latent_max_rel_error"]
             print(f"{name} {kind} latent: max|ours-native|/max|native| = {error}")
             assert error is not None and error <= TOLERANCE, (name, kind, parity)
-    # One side alone (--sides ours: a check that our side runs, without paying for native's).
+    # Our side alone (no native), twice: the loader's weights replicated, then layers with each worker
+    # capped (ignored by CPU workers), on the tiny 2.3 transformer written as a GGUF when the
+    # ComfyUI-GGUF pack is at hand (its VAEs split, MGPU Text Encode's projection from the checkpoint).
     alone = work / "ours-alone.json"
+    gguf = ("--gguf", "Q8_0") if GGUF_PACK.is_dir() else ()
     _bench(
         "--prompts", str(work / "prompts"), "--tiny", "--tiny-made", str(made[0]),
         "--scratch", str(work / "scratch"), "--out", str(alone), "--jobs", JOBS[0], "--sides", "ours",
+        "--ours", "replicated", "layers@4", *gguf,
     )  # fmt: skip
     job = json.loads(alone.read_text())["jobs"][JOBS[0]]
     assert "native" not in job and all(job["ours"]["stages_s"][s] > 0 for s in STAGES), job.keys()
+    layers = job["ours layers@4"]
+    assert layers["variant"] == {
+        "weights": "layers",
+        "gpu_memory_gib": 4.0,
+        "gguf": gguf[1] if gguf else None,
+    }
+    assert layers["speed_vs_ours"] > 0 and all(layers["stages_s"][s] > 0 for s in STAGES)
+    for kind in ("video", "audio"):
+        error = layers["final_latents_vs_ours"][f"{kind}_latent_max_rel_error"]
+        print(f"{JOBS[0]} {kind} latent, weights layers against replicated: {error}")
+        assert error is not None and error <= TOLERANCE, layers["final_latents_vs_ours"]
+    if gguf:
+        assert any("GGUF Q8_0" in line for line in job["ours"]["warmup"]["console"]), job["ours"]["warmup"][
+            "console"
+        ]
     table = _bench("--table", str(alone)).stdout
-    assert f"| {JOBS[0]} | ours |" in table and f"| {JOBS[0]} | native |" not in table, table
+    assert f"| {JOBS[0]} | ours |" in table and f"| {JOBS[0]} | ours layers@4 |" in table, table
+    assert f"| {JOBS[0]} | native |" not in table, table
 
 
 def test_upscale_loop_bench_at_tiny_size_gives_native_s_latent(tmp_path):

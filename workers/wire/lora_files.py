@@ -38,7 +38,8 @@ class LoraTarget:
 
 @dataclass(frozen=True)
 class LoraFile:
-    """A LoRA file checked against one checkpoint. unused_keys: keys that change nothing in it."""
+    """A LoRA file checked against one model file. unused_keys: keys that change nothing in it. A target's
+    weight_key is the model file's own key (transformer_prefix)."""
 
     path: Path
     targets: tuple[LoraTarget, ...]
@@ -54,6 +55,7 @@ def read_lora(path: Path | str, checkpoint: SafetensorsHeader) -> LoraFile:
     """
     check_lora_release(path, checkpoint)
     lora = read_safetensors_header(path)
+    prefix = transformer_prefix(checkpoint)
     kohya: dict[str, str] | None = None
     targets, used, problems = [], set(), []
     for key in sorted(lora.shapes):
@@ -69,7 +71,7 @@ def read_lora(path: Path | str, checkpoint: SafetensorsHeader) -> LoraFile:
         if name.startswith(KOHYA_PREFIX):
             kohya = kohya if kohya is not None else _kohya_names(checkpoint)
             name = kohya.get(name, name)
-        weight_key = f"{CHECKPOINT_PREFIX}{name}.weight"
+        weight_key = f"{prefix}{name}.weight"
         if weight_key not in checkpoint.shapes:
             continue
         down, up, weight = lora.shapes[key], lora.shapes[up_key], checkpoint.shapes[weight_key]
@@ -97,11 +99,18 @@ def read_lora(path: Path | str, checkpoint: SafetensorsHeader) -> LoraFile:
     return LoraFile(path=lora.path, targets=tuple(targets), unused_keys=unused)
 
 
+def transformer_prefix(checkpoint: SafetensorsHeader) -> str:
+    """Where the transformer's weights sit in the model file: under CHECKPOINT_PREFIX in a checkpoint or a
+    prefixed diffusion-model file, at the top in a bare transformer file (a GGUF, many diffusion_models files)."""
+    return CHECKPOINT_PREFIX if any(k.startswith(CHECKPOINT_PREFIX) for k in checkpoint.shapes) else ""
+
+
 def _kohya_names(checkpoint: SafetensorsHeader) -> dict[str, str]:
+    prefix = transformer_prefix(checkpoint)
     names = (
-        k[len(CHECKPOINT_PREFIX) : -len(".weight")]
+        k[len(prefix) : -len(".weight")]
         for k in checkpoint.shapes
-        if k.startswith(CHECKPOINT_PREFIX) and k.endswith(".weight")
+        if k.startswith(prefix) and k.endswith(".weight")
     )
     return {KOHYA_PREFIX + name.replace(".", "_"): name for name in names}
 
