@@ -12,7 +12,8 @@ ComfyUI 0.33 (`comfy/text_encoders/llama.py` Llama2_ with the Gemma 3 12B config
   stored dtype (as ComfyUI does) and applied with torch's fused rms_norm;
 - attention: q/k RMSNorm per head, rotary embedding with rotate-half pairs (global layers: theta
   1e6 with linear scaling 8; sliding layers: theta 1e4 and a 1,024-token window), softmax scale
-  query_pre_attn_scalar^-1/2, additive masks of finfo.min/4 for padding and the causal triangle;
+  query_pre_attn_scalar^-1/2, additive causal masks of finfo.min/4 (ComfyUI's also mask its left
+  padding, which runs nowhere here: NOTE [pads skipped]);
 - the hidden states LTX-2 reads are each layer's input plus the final-normed output
   (num_layers + 1 states), as `intermediate_output="all"` returns them.
 
@@ -188,7 +189,7 @@ class Rope:
 @dataclass(frozen=True)
 class SequenceContext:
     """Rope tables and attention masks of a prompt's `length` ids at the positions ComfyUI gives them:
-    the last `length` of its left-padded sequence of `padded` positions (`first` = padded - length).
+    the last `length` of its left-padded sequence of `padded` positions.
     Built by every rank that runs layers of it (cheap, deterministic).
 
     NOTE [pads skipped]: ComfyUI left-pads each prompt to 1,024 positions and runs Gemma on all of
@@ -200,7 +201,6 @@ class SequenceContext:
     computes and LTX throws away, are never formed."""
 
     length: int
-    first: int
     global_rope: Rope
     local_rope: Rope
     mask: torch.Tensor  # [1, 1, L, L] additive: the causal triangle
@@ -219,18 +219,14 @@ class SequenceContext:
         if length > config.sliding_window:
             far = torch.full((length, length), torch.finfo(dtype).min, device=device, dtype=dtype)
             sliding = mask + far.tril_(-config.sliding_window)
-        ropes = {
-            name: Rope.build(config.head_dim, length, theta, scale, device, first)
-            for name, theta, scale in (
-                ("global", config.rope_theta_global, config.rope_scale_global),
-                ("local", config.rope_theta_local, config.rope_scale_local),
-            )
-        }
         return SequenceContext(
             length=length,
-            first=first,
-            global_rope=ropes["global"],
-            local_rope=ropes["local"],
+            global_rope=Rope.build(
+                config.head_dim, length, config.rope_theta_global, config.rope_scale_global, device, first
+            ),
+            local_rope=Rope.build(
+                config.head_dim, length, config.rope_theta_local, config.rope_scale_local, device, first
+            ),
             mask=mask,
             sliding_mask=sliding,
         )
