@@ -25,6 +25,15 @@ Steps:
   3. real size on GPUs, models with random weights written by bench/e2e_models.py (see there):
        COMFYUI_PATH=... python bench/bench_e2e.py --prompts out/e2e/prompts --models /scratch/models \\
            --gpus 0 --jobs ltx23_t2v --out bench/results/e2e_ltx23_h200.json
+  4. small cards on a large one: our side once per `--ours` variant, the loader's weights option with
+     each worker held to @GiB (LTX2_MGPU_GPU_MEMORY_GIB), three workers sharing GPU 0; `--gguf Q4_0` runs
+     the transformer GGUF `e2e_models.py --gguf Q4_0` wrote (LTX2_MGPU_COMFYUI_GGUF: the ComfyUI-GGUF pack):
+       COMFYUI_PATH=... python bench/bench_e2e.py --prompts out/e2e/prompts --models /scratch/models \\
+           --gpus 0,0,0 --jobs ltx23_t2v --sides ours --ours replicated layers@16 offloaded@16 \\
+           [--gguf Q4_0] --out x.json
+     The first variant is "ours"; each other one reports its speed and latents against it (or against
+     native when native runs too), and every run its peak memory per GPU and, where nvidia-smi lists
+     them, per process (the workers apart).
 """
 
 from __future__ import annotations

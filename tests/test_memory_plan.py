@@ -183,14 +183,20 @@ def test_the_console_block_and_cpu_workers(caplog):
     block = found.console_block()
     assert block in caplog.text  # printed as one block
     assert block.splitlines()[0] == "pre-flight: weights offloaded, max_video_tokens 24,576, 2 CPU workers"
-    assert (
-        "cpu: model 3.8 GiB + text encoder 0.0 GiB + activations 4.5 GiB + runtime 0.0 GiB = 8.2 GiB host memory"
-        in block
-    )
+    assert "cpu: model 3.8 GiB + activations 4.5 GiB + runtime 0.0 GiB = 8.2 GiB host memory" in block
     assert "host memory: 44.0 GiB per worker" in block
     assert found.recommended == "replicated"  # a CPU worker's host memory is not checked
     assert reserve == int(4.5 * GIB)
     assert found.summary() == "weights offloaded: 8.2 GiB per GPU; recommended replicated"
+    assert "text encoder" not in block  # CPU workers: the host's memory, nothing placed per device
+    on_gpus, _ = preflight(
+        shapes, dtypes, ["cuda:0", "cuda:1"], "replicated", TOKENS, "bfloat16", [80 * GIB] * 2
+    )
+    lines = on_gpus.console_block().splitlines()
+    assert lines[1].startswith("  cuda:0: model ") and "text encoder" not in lines[1]
+    assert lines[-1] == (
+        "  text encoder: not counted here; MGPU Text Encode places it by the GPUs' free memory when it runs"
+    )
 
 
 def test_sharded_on_a_shared_gpu_and_the_ltxcore_backend_are_refused_with_what_to_set():

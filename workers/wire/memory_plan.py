@@ -130,6 +130,11 @@ class PreFlight:
             for o in WEIGHT_PLACEMENTS
         )
         lines.append(f"  per GPU: {per_option}; recommended: {self.recommended or 'none fits'}")
+        if on_gpus and not any(n.text_encoder_bytes for n in needs):
+            # The loader does not know the text encoder: another node (MGPU Text Encode) picks and places it.
+            lines.append(
+                "  text encoder: not counted here; MGPU Text Encode places it by the GPUs' free memory when it runs"
+            )
         if self.chosen == WEIGHTS_OFFLOADED:
             lines.append(
                 f"  host memory: {gib(self.host_bytes_per_worker)} per worker (the whole model, cast in per call)"
@@ -161,8 +166,9 @@ def gib(n: int) -> str:
 def describe_need(need: GpuNeed) -> str:
     room = "host memory" if need.capacity_bytes is None else f"of {gib(need.capacity_bytes)}"
     verdict = "" if need.capacity_bytes is None else (": fits" if need.fits else ": does NOT fit")
+    text = f" + text encoder {gib(need.text_encoder_bytes)}" if need.text_encoder_bytes else ""
     return (
-        f"{need.device}: model {gib(need.model_bytes)} + text encoder {gib(need.text_encoder_bytes)} + activations "
+        f"{need.device}: model {gib(need.model_bytes)}{text} + activations "
         f"{gib(need.activation_bytes)} + runtime {gib(need.runtime_bytes)} = {gib(need.total_bytes)} {room}{verdict}"
     )
 
