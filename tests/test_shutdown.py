@@ -17,6 +17,7 @@ import tempfile
 import textwrap
 import threading
 import time
+from pathlib import Path
 
 import psutil
 import pytest
@@ -49,7 +50,7 @@ if ending.startswith("sigterm"):  # as the pack does inside ComfyUI (nodes/__ini
     from ltx2_mgpu.workers.group.shutdown import install_sigterm_handler
     install_sigterm_handler()
 group = WorkerGroup(parse_devices("cpu:2")).start()
-if ending != "sigterm_idle":
+if not ending.endswith("_idle"):
     def job():
         try:
             group.run("steps", {"n": 100000, "step_s": 0.01, "x": torch.ones(1000)})
@@ -59,12 +60,15 @@ if ending != "sigterm_idle":
     while len(shm.list_segments(os.getpid())) < 2:  # the control block and the job's input
         time.sleep(0.01)
     time.sleep(0.5)
-print(os.getpid(), *group.pids, len(shm.list_segments(os.getpid())), flush=True)
+print(os.getpid(), *group.pids, len(shm.list_segments(os.getpid())), group._workdir, flush=True)
 if ending == "exit":
     sys.exit(0)  # what ComfyUI's main.py does after Ctrl+C: return with the job still running
-os.kill(os.getpid(), signal.SIGKILL if ending == "sigkill" else signal.SIGTERM)
+os.kill(os.getpid(), signal.SIGKILL if ending.startswith("sigkill") else signal.SIGTERM)
 time.sleep(60)
 """
+
+
+workdirs: dict[int, Path] = {}
 
 
 def live(pids: list[int]) -> list[int]:
@@ -80,7 +84,8 @@ def live(pids: list[int]) -> list[int]:
 
 def end_owner(ending: str) -> tuple[subprocess.CompletedProcess, int, list[int], int, float]:
     """Run the owner script; returns (its result, its pid, the worker pids, segments it had, seconds
-    from its first line to the end of its stdout, which its workers share: so until all have exited)."""
+    from its first line to the end of its stdout, which its workers share: so until all have exited).
+    The group's folder is in `workdirs[owner pid]`."""
     with tempfile.TemporaryFile("w+") as err_file:
         proc = subprocess.Popen(
             [sys.executable, "-c", textwrap.dedent(OWNER), ending],
@@ -101,9 +106,10 @@ def end_owner(ending: str) -> tuple[subprocess.CompletedProcess, int, list[int],
             watchdog.cancel()
         err_file.seek(0)
         err = err_file.read()
-    fields = [int(x) for x in line.split()]
-    assert len(fields) == 4, f"the owner script failed:\n{line}{err}"
-    owner, *workers, segments = fields
+    *numbers, workdir = line.split() or [""]
+    assert len(numbers) == 4 and all(x.isdigit() for x in numbers), f"the owner script failed:\n{line}{err}"
+    owner, *workers, segments = map(int, numbers)
+    workdirs[owner] = Path(workdir)
     return (
         subprocess.CompletedProcess(proc.args, proc.returncode, line + out, err),
         owner,
@@ -156,7 +162,28 @@ def test_workers_of_a_killed_owner_remove_its_segments():
     while live(workers) and time.monotonic() - t0 < ORPHAN_CLEANUP_S:
         time.sleep(0.01)
     assert live(workers) == [], "workers outlived the killed owner"
+    assert not workdirs[owner].exists(), (
+        f"the killed owner's group folder is left: {list(workdirs[owner].iterdir())}"
+    )
     print(f"\n[exit] SIGKILL mid-job: workers gone {ended_s:.2f} s after; {segments} segments, 0 left")
+
+
+IDLE_KILLS = 3  # the clean-up raced the workers' exit: 7 of 12 idle owners killed left their folder
+
+
+def test_workers_of_an_idle_killed_owner_remove_its_segments_and_folder():
+    """The OOM killer or kill -9 between two jobs: the workers, waiting for the next command, see the
+    connection close and must clean up before they exit (they used to exit at once, and the clean-up
+    on their other thread then ran or not), each time."""
+    for _ in range(IDLE_KILLS):
+        result, owner, workers, segments, _ = end_owner("sigkill_idle")
+        assert result.returncode == -signal.SIGKILL and segments == 1  # the group's control block
+        assert shm.list_segments(owner) == [], "the idle killed owner's workers left its control block"
+        assert not workdirs[owner].exists(), f"its group folder is left: {list(workdirs[owner].iterdir())}"
+        t0 = time.monotonic()
+        while live(workers) and time.monotonic() - t0 < ORPHAN_CLEANUP_S:
+            time.sleep(0.01)
+        assert live(workers) == [], "workers outlived the killed owner"
 
 
 def test_console_says_start_load_reuse_and_stop(manager, tiny_path, caplog):

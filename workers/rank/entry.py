@@ -91,11 +91,13 @@ def main() -> None:
 
     runtime = Runtime.from_boot(boot, conn, control, Path(boot["workdir"]))
     try:
-        runtime.serve()
-    except (EOFError, OSError):
-        # The owner's end of the control connection went away mid-job (it was killed): the stdin
-        # watchdog may not have run yet, so remove what a dead owner left here too.
-        if _owner_is_gone(int(boot["owner_pid"])):
-            shm.unlink_owner_segments(int(boot["owner_pid"]))
-            shutil.rmtree(boot["workdir"], ignore_errors=True)
+        stopped = runtime.serve()
+    except (EOFError, OSError):  # the connection went away mid-job
+        stopped = False
+    if not stopped and _owner_is_gone(int(boot["owner_pid"])):
+        # The owner was killed (between jobs or in one). The stdin watchdog cleans up too, but this
+        # thread's exit below would end the process under it: remove what the owner left here first
+        # (an idle group's workers used to exit at once and leave its control block and folder).
+        shm.unlink_owner_segments(int(boot["owner_pid"]))
+        shutil.rmtree(boot["workdir"], ignore_errors=True)
     os._exit(0)  # skip interpreter teardown: NCCL/gloo destructors can block at exit

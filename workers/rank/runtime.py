@@ -234,19 +234,20 @@ class Runtime:
     def send(self, message: dict) -> None:
         self.conn.send_bytes(protocol.encode(message))
 
-    def serve(self) -> None:
-        """Run commands until "stop" or until the client goes away."""
+    def serve(self) -> bool:
+        """Run commands until "stop" (returns True) or until the client goes away (False: the caller
+        looks whether its owner died and cleans up after it, rank/entry.py)."""
         while True:
             try:
                 message = protocol.decode(self.conn.recv_bytes())
             except (EOFError, OSError):
-                return
+                return False
             if message.get("kind") != "request":
                 continue
             job_id, op = int(message["job_id"]), str(message["op"])
             if op == "stop":
                 self.send({"kind": "done", "job_id": job_id, "rank": self.rank, "result": {}})
-                return
+                return True
             self._run_job(job_id, op, message.get("args") or {})
 
     def _run_job(self, job_id: int, op: str, args: dict) -> None:
