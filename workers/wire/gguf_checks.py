@@ -9,8 +9,8 @@ what it is and what to pick. Pure standard library.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+from .file_info import ModelFileInfo, SafetensorsHeader
 from .gguf_files import (
     ARCH_KEY,
     CONFIG_KEY,
@@ -22,10 +22,6 @@ from .gguf_files import (
 )
 from .gguf_pack import require_gguf_pack
 from .model_family import LTX2, LTX23, LTX25, detect_model_family
-from .model_files import SafetensorsHeader
-
-if TYPE_CHECKING:
-    from .ltx_files import ModelFileInfo
 
 PICK_LTX_GGUF = "pick an LTX-2, LTX-2.3 or LTX-2.5 transformer GGUF (architecture 'ltxv', with audio)"
 
@@ -83,8 +79,6 @@ def _other_kind(raw: GgufHeader) -> str:
 def gguf_model_file_info(path: str | Path) -> ModelFileInfo:
     """ltx_files.ModelFileInfo of an LTX transformer GGUF (refused as check_gguf_model refuses): a GGUF
     holds the transformer only, its VAEs are separate files."""
-    from .ltx_files import ModelFileInfo
-
     header = check_gguf_model(path)
     found = detect_model_family(header.shapes, header.dtypes, header.metadata)
     return ModelFileInfo(str(path), found.family, found.weight_format, video_vae=False, audio_vae=False)

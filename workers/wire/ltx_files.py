@@ -16,6 +16,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
+from .file_info import ModelFileInfo
 from .file_kinds import describe_kind
 from .file_metadata import QUANTIZATION_KEY, config_section, metadata_config, parse_json_object
 from .gguf_files import is_gguf_file
@@ -69,32 +70,6 @@ class VaeRelease:
     reason: str = ""
     hint: str | None = None
     hint_reason: str = ""
-
-
-@dataclass(frozen=True)
-class ModelFileInfo:
-    """What a model file holds. `weight_format` names the transformer's storage ("bf16", "fp8 scaled",
-    "int8 convrot", "nvfp4 mixed", ...); `video_vae` / `audio_vae` whether the file carries them
-    (single-file checkpoints do; LTX-2.5's diffusion-model file does not)."""
-
-    path: str
-    family: str
-    weight_format: str
-    video_vae: bool
-    audio_vae: bool
-
-    def describe(self) -> str:
-        parts = [f"{self.family} transformer, {self.weight_format}"]
-        if self.video_vae or self.audio_vae:
-            parts.append(
-                "with its "
-                + " and ".join(
-                    k for k, on in (("video VAE", self.video_vae), ("audio VAE", self.audio_vae)) if on
-                )
-            )
-        else:
-            parts.append("diffusion model only (VAEs in separate files)")
-        return f"{Path(self.path).name}: " + ", ".join(parts)
 
 
 def read_header(path: str | Path) -> tuple[dict, dict, int]:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from .constants import AUDIO_HOP_LENGTH, AUDIO_LATENT_DOWNSAMPLE, AUDIO_SAMPLE_RATE_HZ, VIDEO_LATENT_CHANNELS
+from .file_info import SafetensorsHeader
 from .file_metadata import config_section, metadata_config, nested
 from .gguf_files import is_gguf_file
 
@@ -20,20 +21,6 @@ PathLike = str | Path
 
 # safetensors' own reader refuses headers above 100 MB (safetensors/src/tensor.rs MAX_HEADER_SIZE).
 SAFETENSORS_MAX_HEADER_BYTES = 100_000_000
-
-
-@dataclass(frozen=True)
-class SafetensorsHeader:
-    """What a safetensors file declares, read from its JSON header without reading tensor data.
-
-    shapes: file key -> tensor shape. dtypes: file key -> safetensors dtype name ("BF16", "F32").
-    metadata: the string-to-string `__metadata__` map (empty when the file has none).
-    """
-
-    path: Path
-    shapes: Mapping[str, tuple[int, ...]]
-    dtypes: Mapping[str, str]
-    metadata: Mapping[str, str]
 
 
 def read_safetensors_header(path: PathLike) -> SafetensorsHeader:
