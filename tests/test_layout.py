@@ -76,6 +76,47 @@ def test_the_rooms_have_no_import_cycle():
         visit(room, [])
 
 
+def _module_imports(path: Path) -> set[Path]:
+    """The modules of workers/ that `path` imports anywhere in the file (inside functions and
+    TYPE_CHECKING blocks too), as files."""
+    package = path.parent
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if not isinstance(node, ast.ImportFrom) or not node.level:
+            continue
+        base = package
+        for _ in range(node.level - 1):
+            base = base.parent
+        target = base.joinpath(*node.module.split(".")) if node.module else base
+        candidates = [target.with_suffix(".py"), target / "__init__.py"]
+        if node.module is None or (target / "__init__.py").is_file():  # `from . import x`: x may be a module
+            candidates += [target / f"{alias.name}.py" for alias in node.names]
+        found |= {c for c in candidates if c.is_file() and WORKERS in c.parents and c != path}
+    return found
+
+
+def test_no_module_of_workers_imports_itself_back():
+    """No circle of modules under workers/, even through an import inside a function: a circle makes
+    the import order matter and hides which module a definition belongs to (issue 34)."""
+    graph = {path: _module_imports(path) for path in WORKERS.rglob("*.py")}
+    state: dict[Path, int] = {}
+
+    def visit(module: Path, trail: list[Path]) -> None:
+        if state.get(module) == 1:
+            cycle = [str(m.relative_to(PACK_ROOT)) for m in [*trail[trail.index(module) :], module]]
+            raise AssertionError(f"import circle: {' -> '.join(cycle)}")
+        if state.get(module) == 2:
+            return
+        state[module] = 1
+        for target in sorted(graph.get(module, ())):
+            visit(target, [*trail, module])
+        state[module] = 2
+
+    assert sum(map(len, graph.values())) > 100, "too few imports found: the scan itself is broken"
+    for module in sorted(graph):
+        visit(module, [])
+
+
 def test_every_room_is_a_package_pip_installs():
     """pyproject.toml lists packages by hand: a room missing there is missing from a pip install."""
     try:
