@@ -302,6 +302,37 @@ def test_transformer_variants_sp_sampler_and_model_path(native, ranks, release):
     check_rows(f"LTX-{release} transformer: SP Sampler and the loader's MODEL", results, ranks)
 
 
+@pytest.mark.parametrize("release", fv.RELEASES)
+def test_transformer_variants_take_the_loaders_lora_on_the_same_weights(native, release, tmp_path):
+    """The MGPU Loader's lora_name (and MGPU LoRA) map a LoRA onto every transformer layout of the
+    variants, prefixed or bare, quantized or not: the same weights as on the release's own file. On a
+    bare file the keys once matched nothing and the LoRA was refused as changing nothing."""
+    from ltx2_mgpu.workers.embedded.tiny_variants import make_tiny_lora
+    from ltx2_mgpu.workers.wire.lora_files import read_lora, transformer_prefix
+    from ltx2_mgpu.workers.wire.model_files import read_safetensors_header
+
+    source = native.sources[release].transformer
+    lora = make_tiny_lora(tmp_path / f"ltx{release}-lora.safetensors", source, rank=2)
+
+    def changed_weights(path: Path) -> list[str]:
+        header = read_safetensors_header(path)
+        prefix = transformer_prefix(header)
+        return sorted(t.weight_key.removeprefix(prefix) for t in read_lora(lora, header).targets)
+
+    expected = changed_weights(source)
+    assert expected, "the LoRA changes nothing on the release's own file"
+    checked = [
+        v
+        for v in native.variants.values()
+        if v.release == release and v.component == "transformer" and not v.refused
+    ]
+    assert any(not transformer_prefix(read_safetensors_header(v.path)) for v in checked), (
+        "no bare layout checked"
+    )
+    for variant in checked:
+        assert changed_weights(variant.path) == expected, variant.label
+
+
 # ----- VAE variants: Distributed VAE Decode and Encode -------------------------------------------
 
 
