@@ -49,7 +49,15 @@ pytestmark = pytest.mark.comfyui
 # Nodes every build has; DESIGN.md lists the others, checked here as soon as they are registered.
 CORE_NODES = ("LTX2MGPULoader", "LTX2SPSampler")
 # Inputs that list a ComfyUI model folder's files.
-FILE_PICKERS = {"ckpt_name", "upscale_model", "lora_name", "video_vae_name", "audio_vae_name", "text_encoder"}
+FILE_PICKERS = {
+    "ckpt_name",
+    "upscale_model",
+    "lora_name",
+    "video_vae_name",
+    "audio_vae_name",
+    "text_encoder",
+    "projection_file",
+}
 WORKERS = 2  # the graph asks for gpus "cpu:2"
 # One prompt on 2 CPU ranks: group start ~5-10 s, load, 4 steps, decode, mp4 (~20 s measured on
 # the 2-core CI box when idle); generous because CI machines are shared.
