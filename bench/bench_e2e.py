@@ -60,6 +60,7 @@ BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
 
 from e2e_graphs import COLLECT  # noqa: E402
+from e2e_models import GGUF_TYPES  # noqa: E402
 
 GIB = 2**30
 STAGES = ("text_encode", "stage1", "upscale_stage", "decode")
@@ -224,10 +225,10 @@ async def register_pack(nodes, pack) -> None:
 
 
 def import_gguf_pack(root: Path) -> Path:
-    """The ComfyUI-GGUF pack imported as ComfyUI imports a custom node (a package named after its folder):
-    it registers the `unet_gguf` folder the MGPU Loader lists .gguf files from. SystemExit when missing."""
-    import importlib.util
-
+    """The ComfyUI-GGUF pack imported as ComfyUI imports a custom node (the workers' own import,
+    engine/comfy/gguf.py): it registers the `unet_gguf` folder the MGPU Loader lists .gguf files from.
+    SystemExit when missing."""
+    from ltx2_mgpu.workers.engine.comfy.gguf import import_gguf_pack as import_pack
     from ltx2_mgpu.workers.wire.gguf_pack import GGUF_PACK_ENV, find_gguf_pack
 
     folder = find_gguf_pack(root)
@@ -236,12 +237,7 @@ def import_gguf_pack(root: Path) -> Path:
             f"--gguf needs the ComfyUI-GGUF pack (city96/ComfyUI-GGUF): set {GGUF_PACK_ENV} to its folder or put it "
             f"in {root / 'custom_nodes'}"
         )
-    spec = importlib.util.spec_from_file_location(
-        folder.name, folder / "__init__.py", submodule_search_locations=[str(folder)]
-    )
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[folder.name] = module
-    spec.loader.exec_module(module)
+    import_pack(folder)
     return folder
 
 
@@ -638,7 +634,7 @@ def main(argv=None) -> int:
         "memory (LTX2_MGPU_GPU_MEMORY_GIB), e.g. replicated layers@16 offloaded@16 (default: replicated)",
     )  # fmt: skip
     parser.add_argument(
-        "--gguf", choices=("Q4_0", "Q6_K", "Q8_0"), default=None,
+        "--gguf", choices=GGUF_TYPES, default=None,
         help="our side runs the LTX-2.3 transformer GGUF of this type that e2e_models.py --gguf wrote (needs the "
         "ComfyUI-GGUF pack: LTX2_MGPU_COMFYUI_GGUF or ComfyUI's custom_nodes)",
     )  # fmt: skip

@@ -180,14 +180,14 @@ class LtxCoreEngine(Engine):
                 f"engine it comes from the loaded checkpoint {model.path.name}: set projection_file to the loader's file"
             )
         extractor = getattr(model.processor, "feature_extractor", None)
-        projection = getattr(extractor, "aggregate_embed", None)
-        if not isinstance(projection, torch.nn.Linear):
+        linear = getattr(extractor, "aggregate_embed", None)
+        if not isinstance(linear, torch.nn.Linear):
             raise InputRejected(
                 f"the checkpoint {model.path.name} has no single text projection (text_embedding_projection."
                 "aggregate_embed); LTX-2.3's dual projection is served on ComfyUI's engine (inside ComfyUI), "
                 "not on ltx-core"
             )
-        return LinearTextHead(projection, self.text_dtype(files))
+        return LinearTextHead(linear, self.text_dtype(files))
 
 
 class LinearTextHead:
