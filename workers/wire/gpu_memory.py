@@ -6,7 +6,7 @@ sizes work by free memory sees the cap instead of the card: the loader's pre-fli
 refusals), the text encoder's replicas-or-layers rule, `offloaded`'s budget, and ComfyUI's own model
 management inside the workers (engine/comfy/bootstrap.py). Users set it to leave room on GPUs that
 other programs share (ComfyUI's own models on GPU 0); benches set it to run a 16 GB card's placement
-on a larger one (bench/bench_e2e.py --gpu-memory-gib).
+on a larger one (bench/bench_e2e.py --ours layers@16).
 """
 
 from __future__ import annotations
