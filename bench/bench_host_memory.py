@@ -1,7 +1,7 @@
 """Host memory of N workers loading one model file: peak during the load and what stays after it.
 
-Starts the worker group on `--devices` (cpu:N, or GPUs such as 0,0,0 with --cap-gib), loads `--file` with
-`--weights`, and samples every 0.1 s: the workers' summed RSS (a page shared by several counts once per
+Starts N workers (CPU, or all on the GPU `--gpus` names; LTX2_MGPU_GPU_MEMORY_GIB caps each), loads
+`--file` with `--weights`, and samples every 0.1 s: the workers' summed RSS (a page shared by several counts once per
 worker), summed PSS (a shared page split between its users: the host's real cost, from /proc/PID/smaps_rollup)
 and the host's MemAvailable (page cache of a memory-mapped file counts as available). Writes a run
 per worker count to `--out` (JSON).
