@@ -138,9 +138,26 @@ def test_the_tdp_upscaler_is_refused_under_layers(comfy):  # noqa: F811 (ComfyUI
     model = SimpleNamespace(patcher=SimpleNamespace(model=SimpleNamespace(**{LAYERS_ATTR: (0, 2)})))
     job = SimpleNamespace(device=torch.device("cpu"))
     with pytest.raises(
-        InputRejected, match=r"the TDP Upscaler deals its tiles .* weights offloaded, sharded or replicated"
+        InputRejected,
+        match=r"the TDP Upscaler deals its tiles .* weights offloaded, sharded or replicated, or upscale with the native",
     ):
         tdp_upscale(model, job, request=None, plan=None)
+
+
+def test_the_tdp_upscaler_node_refuses_layers_before_any_work(recipe):
+    """The node refuses from the loader's option, before it reads the upscaler file or starts a worker
+    (a missing upscaler file would be refused differently)."""
+    from ltx2_mgpu.nodes.tdp_upscaler import tdp_upscale
+    from ltx2_mgpu.workers.group.manager import get_manager
+
+    before = get_manager().group
+    layered = replace(recipe, devices=("cpu:0", "cpu:1"), weights="layers")
+    latent = {"samples": torch.zeros(1, 128, 2, 4, 4)}
+    with pytest.raises(
+        ValueError, match=r"^the TDP Upscaler deals .* native sampler on the MGPU Loader's MODEL"
+    ):
+        tdp_upscale(layered, None, None, latent, "not-there.safetensors", "euler", 1.0, 0, "auto", 5)
+    assert get_manager().group is before  # nothing started or stopped
 
 
 @pytest.fixture(scope="module")

@@ -4,8 +4,8 @@ replicated: every rank holds the whole model on its GPU (the default; fastest wh
 offloaded: the rank's GPU keeps what fits, the other layers are cast in from host memory per call
 (ComfyUI's own partial loading; workers/engine/comfy/weights.py).
 sharded: each rank keeps 1/N of every block, gathered just before the block runs (torch FSDP2;
-workers/engine/comfy/weights.py NOTE [sharded]): SP sampling and the loader's MODEL, fp8, int8 and nvfp4
-files too; not the TDP Upscaler, other quantized formats or ranks that share a GPU.
+workers/engine/comfy/weights.py NOTE [sharded]): every node, fp8, int8 and nvfp4 files too; not GGUF files
+or ranks that share a GPU.
 layers: each rank keeps a contiguous range of the transformer blocks; the hidden states hand over between
 ranks once per range (torch.distributed broadcast, no peer access; workers/engine/comfy/layer_split.py NOTE
 [layers]). Any weight format, GGUF too; sequence parallelism and guidance groups off; not the TDP Upscaler.
@@ -42,4 +42,16 @@ def check_sharded_devices(weights: str, devices: tuple[str, ...]) -> None:
             f"weights sharded needs one GPU per worker, but the workers share GPUs ({', '.join(devices)}): "
             "NCCL cannot gather shards between ranks on one GPU, and a shared GPU would hold every shard anyway. "
             "Set weights to offloaded, or give each worker its own GPU"
+        )
+
+
+def check_tdp_weights(weights: str) -> None:
+    """ValueError for the TDP Upscaler on weights layers (NOTE [layers]): the upscaler deals whole tile
+    forwards to the GPUs, and under layers every GPU takes part in every forward."""
+    if weights == WEIGHTS_LAYERS:
+        raise ValueError(
+            "the TDP Upscaler deals its tiles to the GPUs, each running whole forwards, which weights "
+            "layers (each GPU holding a range of the blocks) cannot serve; load the upscale stage's model "
+            "with weights offloaded, sharded or replicated, or upscale with the native sampler on the "
+            "MGPU Loader's MODEL (it serves layers)"
         )

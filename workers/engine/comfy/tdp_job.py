@@ -21,6 +21,7 @@ from ...strategies.tdp_plan import TdpPlan
 from ...strategies.tdp_preview import audio_frames as preview_audio_frames
 from ...wire.model_files import describe_checkpoint
 from ...wire.requests import TdpUpscale
+from ...wire.weight_placement import WEIGHTS_LAYERS, check_tdp_weights
 from ..protocol import InputRejected, Job
 from .latent_upsample import (
     cached_latent_upsampler,
@@ -42,12 +43,8 @@ def tdp_upscale(model: ComfyModel, job: Job, request: TdpUpscale, plan: TdpPlan)
     from .layer_split import layer_range
 
     try:
-        if layer_range(model.patcher.model) is not None:  # NOTE [layers]: every rank runs every forward
-            raise ValueError(
-                "the TDP Upscaler deals its tiles to the GPUs, each running whole forwards, which weights "
-                "layers (each GPU holding a range of the blocks) cannot serve; load the upscale stage's model "
-                "with weights offloaded, sharded or replicated"
-            )
+        if layer_range(model.patcher.model) is not None:  # the node refuses first; a direct request too
+            check_tdp_weights(WEIGHTS_LAYERS)
         positive = conditioning(request.positive, request.frame_rate)
         negative = conditioning(request.negative, request.frame_rate)
         check_conditioning(positive, "positive")
