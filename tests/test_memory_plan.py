@@ -84,6 +84,7 @@ def test_each_option_per_gpu_and_the_recommendation():
     assert totals == {"replicated": 49.5, "offloaded": 9.25, "sharded": 30.25, "layers": 33.0}
     assert not found.fits("replicated") and found.fits("offloaded")
     assert found.recommended == "offloaded"
+    assert "  why: replicated needs 49.5 GiB on cuda:0, which has 24.0 GiB\n" in found.console_block() + "\n"
     with pytest.raises(ValueError, match=r"weights replicated needs cuda:\d: model 44\.0 GiB .* 49\.5 GiB of 24\.0 GiB: "
                        r"does NOT fit\. Set the loader's weights to offloaded"):  # fmt: skip
         check_plan(found, sizes, "bfloat16")
@@ -110,6 +111,10 @@ def test_sharded_is_not_offered_on_workers_that_share_a_gpu():
     shared = plan(sizes, ["cuda:0", "cuda:0"], [32 * GIB] * 2, "offloaded", TOKENS, "bfloat16")
     assert "sharded" not in shared.available
     assert "sharded 30.2 GiB (not on shared GPUs)" in shared.console_block()
+    assert (
+        "why: replicated needs 49.5 GiB on cuda:0, which has 32.0 GiB; not served here: sharded (not on shared GPUs)"
+        in (shared.console_block())
+    )
 
 
 def test_layers_holds_a_range_of_blocks_and_every_token():

@@ -130,6 +130,8 @@ class PreFlight:
             for o in WEIGHT_PLACEMENTS
         )
         lines.append(f"  per GPU: {per_option}; recommended: {self.recommended or 'none fits'}")
+        if self.recommended is not None and self.recommended != WEIGHT_PLACEMENTS[0]:
+            lines.append(f"  why: {self.why_recommended()}")
         if on_gpus and not any(n.text_encoder_bytes for n in needs):
             # The loader does not know the text encoder: another node (MGPU Text Encode) picks and places it.
             lines.append(
@@ -152,6 +154,17 @@ class PreFlight:
                 "block's weights together, so one with less work waits for the others)"
             )
         return "\n".join(lines)
+
+    def why_recommended(self) -> str:
+        """Why the options before the recommended one (in the order of `plan`) were passed over."""
+        passed = []
+        for option in self.available[: self.available.index(self.recommended)]:
+            worst = max(self.needs[option], key=lambda n: n.total_bytes - (n.capacity_bytes or 0))
+            passed.append(
+                f"{option} needs {gib(worst.total_bytes)} on {worst.device}, which has {gib(worst.capacity_bytes or 0)}"
+            )
+        unserved = [f"{o} ({self.why_not[o]})" for o in WEIGHT_PLACEMENTS if o in self.why_not]
+        return "; ".join(passed + (["not served here: " + ", ".join(unserved)] if unserved else []))
 
     def summary(self) -> str:
         """One line for under the node: the chosen option's largest GPU need and the recommendation."""
