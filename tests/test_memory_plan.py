@@ -131,6 +131,13 @@ def test_layers_holds_a_range_of_blocks_and_every_token():
     assert need.activation_bytes == activation_bytes(sizes, TOKENS, 1, "bfloat16")  # all tokens
     assert "layers" in found.available and found.fits("layers")
     assert "layers: each GPU holds a range of the blocks" in found.console_block()
+    # offloaded is recommended (it serves every node); the console says layers fits and is faster
+    assert found.recommended == "offloaded"
+    assert "layers fits too: faster than offloaded" in found.console_block()
+    assert (
+        "layers fits too"
+        not in plan(sizes, ["cuda:0"] * 3, [24 * GIB] * 3, "offloaded", TOKENS, "bfloat16").console_block()
+    )
     assert host_bytes(sizes, "layers") == 0
     alone = plan(sizes, ["cuda:0"], [80 * GIB], "replicated", TOKENS, "bfloat16")
     assert "layers" not in alone.available

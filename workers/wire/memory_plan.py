@@ -132,6 +132,17 @@ class PreFlight:
         lines.append(f"  per GPU: {per_option}; recommended: {self.recommended or 'none fits'}")
         if self.recommended is not None and self.recommended != WEIGHT_PLACEMENTS[0]:
             lines.append(f"  why: {self.why_recommended()}")
+        if (
+            self.recommended == WEIGHTS_OFFLOADED
+            and WEIGHTS_LAYERS in self.available
+            and self.fits(WEIGHTS_LAYERS)
+        ):
+            # offloaded comes first because it serves every node; layers measured 1.8-3x faster per step
+            # (docs/NODES.md), so a workflow without the TDP Upscaler is better served by it.
+            lines.append(
+                "  layers fits too: faster than offloaded on the MODEL output and the SP Sampler "
+                "(no copies from host memory each step), but not for the TDP Upscaler"
+            )
         if on_gpus and not any(n.text_encoder_bytes for n in needs):
             # The loader does not know the text encoder: another node (MGPU Text Encode) picks and places it.
             lines.append(
