@@ -30,7 +30,6 @@ from ..workers.wire.requests import DEFAULT_PREVIEW_FRAMES, TdpUpscale
 from ..workers.wire.requests import PREVIEW_OFF as OFF
 from ..workers.wire.requests import check_preview_mode as check_mode
 from ..workers.wire.upscaler_files import check_upscaler_input, describe_upscaler, release_mismatch
-from ..workers.wire.weight_placement import check_tdp_weights
 from . import comfy
 from .convert import conditioning_args, split_latent
 from .jobs import run_job
@@ -87,7 +86,6 @@ def tdp_upscale(
 ):
     """TDP Upscaler: upsample the stage-1 `latent` 2x and denoise it in tiles spread over the group's
     GPUs; returns (LATENT,) with the stage-1 audio. Raises ValueError naming the input to change."""
-    check_tdp_weights(mgpu_model.weights)
     parts = split_latent(latent)
     tiles_h, tiles_w = parse_tiles(tiles)
     upscaler = comfy.full_path(UPSCALER_FOLDERS, upscale_model)

@@ -7,7 +7,7 @@ reports only that range's bytes, no layer streamed; the SP Sampler and native sa
 MODEL on 2 and 3 workers give replicated's result on one worker (every worker runs every token, as one
 worker does). The same file in the released fp8 layout (block 0 float, blocks 1-3 fp8: blocks of
 different sizes) is split to balance the blocks' bytes, as the loader's pre-flight plans it, better than
-by count, with the same result. The TDP Upscaler is refused under layers, naming the options that serve it.
+by count, with the same result. The TDP Upscaler runs every tile on the whole group, with the same result.
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from collections.abc import Iterator
 from dataclasses import replace
 from itertools import accumulate
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 import torch
@@ -130,34 +129,56 @@ def test_layers_model_output_is_replicated(comfy, recipe):  # noqa: F811
     assert len(found) == 2 and all(rel <= RELATIVE_TOLERANCE for _, rel in found), found
 
 
-def test_the_tdp_upscaler_is_refused_under_layers(comfy):  # noqa: F811 (ComfyUI imported: tdp_job needs it)
-    from ltx2_mgpu.workers.engine.comfy.layer_split import LAYERS_ATTR
-    from ltx2_mgpu.workers.engine.comfy.tdp_job import tdp_upscale
-    from ltx2_mgpu.workers.engine.protocol import InputRejected
+def tdp_node_runs(
+    comfy,  # noqa: F811
+    tiny,
+    model: MGPUModel,
+    monkeypatch,
+) -> tuple[dict[str, list[torch.Tensor]], list[dict]]:
+    """The TDP Upscaler node on `model`: the full run on 2x2 tiles with overlap (two steps), and the
+    centre-tile and first-frames previews (one step); the videos and the full run's replies."""
+    import folder_paths
+    from test_comfy_tdp import ONE_STEP, PREVIEW_GRID, SAMPLER, SEED, stage1_inputs
 
-    model = SimpleNamespace(patcher=SimpleNamespace(model=SimpleNamespace(**{LAYERS_ATTR: (0, 2)})))
-    job = SimpleNamespace(device=torch.device("cpu"))
-    with pytest.raises(
-        InputRejected,
-        match=r"the TDP Upscaler deals its tiles .* weights offloaded, sharded or replicated, or upscale with the native",
+    import ltx2_mgpu.nodes.tdp_upscaler as node
+
+    folder_paths.add_model_folder_path("latent_upscale_models", str(tiny.spatial_upscaler.parent))
+    inputs = stage1_inputs()
+    stage1 = {"samples": comfy.NestedTensor((inputs.video, inputs.audio))}
+    tiles = f"{PREVIEW_GRID[0]}x{PREVIEW_GRID[1]}"
+    replies: list[list[dict]] = []
+    run_job = node.run_job
+    monkeypatch.setattr(node, "run_job", lambda *a, **k: replies.append(run_job(*a, **k)) or replies[-1])
+    out = {}
+    for preview, sigmas in (
+        ("off", "0.909375, 0.725, 0.0"),
+        ("centre tile", ONE_STEP),
+        ("first frames", ONE_STEP),
     ):
-        tdp_upscale(model, job, request=None, plan=None)
+        (latent,) = node.tdp_upscale(
+            model, inputs.positive, inputs.negative, stage1, tiny.spatial_upscaler.name, SAMPLER, CASE.cfg, SEED,
+            tiles, PREVIEW_GRID[2], sigmas=torch.tensor([float(x) for x in sigmas.split(",")]), preview=preview,
+            preview_frames=1,
+        )  # fmt: skip
+        out[preview] = [t.clone() for t in latent["samples"].unbind()]
+    monkeypatch.setattr(node, "run_job", run_job)
+    return out, replies[0]
 
 
-def test_the_tdp_upscaler_node_refuses_layers_before_any_work(recipe):
-    """The node refuses from the loader's option, before it reads the upscaler file or starts a worker
-    (a missing upscaler file would be refused differently)."""
-    from ltx2_mgpu.nodes.tdp_upscaler import tdp_upscale
-    from ltx2_mgpu.workers.group.manager import get_manager
-
-    before = get_manager().group
-    layered = replace(recipe, devices=("cpu:0", "cpu:1"), weights="layers")
-    latent = {"samples": torch.zeros(1, 128, 2, 4, 4)}
-    with pytest.raises(
-        ValueError, match=r"^the TDP Upscaler deals .* native sampler on the MGPU Loader's MODEL"
-    ):
-        tdp_upscale(layered, None, None, latent, "not-there.safetensors", "euler", 1.0, 0, "auto", 5)
-    assert get_manager().group is before  # nothing started or stopped
+@pytest.mark.parametrize("ranks", [2, 3])
+def test_the_tdp_upscaler_under_layers_is_replicated(comfy, tiny, recipe, monkeypatch, ranks):  # noqa: F811
+    """Under layers every tile's forward runs on the whole group (each worker its range): the full run
+    and both previews give one replicated worker's video, and every worker reports every tile."""
+    reference, _ = tdp_node_runs(comfy, tiny, recipe, monkeypatch)
+    model = replace(recipe, devices=tuple(f"cpu:{i}" for i in range(ranks)), weights="layers")
+    ours, replies = tdp_node_runs(comfy, tiny, model, monkeypatch)
+    assert [r["tiles_on_rank"] for r in replies] == [4] * ranks
+    for preview in reference:
+        found = errors(ours[preview], reference[preview])
+        print(
+            f"\n[layers] TDP Upscaler ({preview}) {ranks} ranks vs replicated on 1: rel {[f'{r:.2e}' for _, r in found]}"
+        )
+        assert len(found) == 2 and all(rel <= RELATIVE_TOLERANCE for _, rel in found), (preview, found)
 
 
 @pytest.fixture(scope="module")

@@ -137,11 +137,11 @@ class PreFlight:
             and WEIGHTS_LAYERS in self.available
             and self.fits(WEIGHTS_LAYERS)
         ):
-            # offloaded comes first because it serves every node; layers measured 1.8-3x faster per step
-            # (docs/NODES.md), so a workflow without the TDP Upscaler is better served by it.
+            # offloaded comes first: its TDP tiles run on every GPU at once, where layers runs them one
+            # after another; a step on one input is 1.8-3x faster under layers (docs/NODES.md).
             lines.append(
                 "  layers fits too: faster than offloaded on the MODEL output and the SP Sampler "
-                "(no copies from host memory each step), but not for the TDP Upscaler"
+                "(no copies from host memory each step); the TDP Upscaler runs its tiles one after another under it"
             )
         if on_gpus and not any(n.text_encoder_bytes for n in needs):
             # The loader does not know the text encoder: another node (MGPU Text Encode) picks and places it.

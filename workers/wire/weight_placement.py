@@ -8,7 +8,8 @@ workers/engine/comfy/weights.py NOTE [sharded]): every node, fp8, int8 and nvfp4
 or ranks that share a GPU.
 layers: each rank keeps a contiguous range of the transformer blocks; the hidden states hand over between
 ranks once per range (torch.distributed broadcast, no peer access; workers/engine/comfy/layer_split.py NOTE
-[layers]). Any weight format, GGUF too; sequence parallelism and guidance groups off; not the TDP Upscaler.
+[layers]). Any weight format, GGUF too; sequence parallelism and guidance groups off; the TDP Upscaler
+runs its tiles one after another on the whole group.
 """
 
 from __future__ import annotations
@@ -42,16 +43,4 @@ def check_sharded_devices(weights: str, devices: tuple[str, ...]) -> None:
             f"weights sharded needs one GPU per worker, but the workers share GPUs ({', '.join(devices)}): "
             "NCCL cannot gather shards between ranks on one GPU, and a shared GPU would hold every shard anyway. "
             "Set weights to offloaded, or give each worker its own GPU"
-        )
-
-
-def check_tdp_weights(weights: str) -> None:
-    """ValueError for the TDP Upscaler on weights layers (NOTE [layers]): the upscaler deals whole tile
-    forwards to the GPUs, and under layers every GPU takes part in every forward."""
-    if weights == WEIGHTS_LAYERS:
-        raise ValueError(
-            "the TDP Upscaler deals its tiles to the GPUs, each running whole forwards, which weights "
-            "layers (each GPU holding a range of the blocks) cannot serve; load the upscale stage's model "
-            "with weights offloaded, sharded or replicated, or upscale with the native sampler on the "
-            "MGPU Loader's MODEL (it serves layers)"
         )

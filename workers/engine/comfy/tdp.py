@@ -70,8 +70,8 @@ def denoise_tiled(
     input). Collective (one `reduce` per model call, or the centre tile's sequence-parallel forward);
     identical on every rank. ValueError (before any collective) for conditioning a tile cannot carry.
     `lockstep`: the sharded model's (NOTE [sharded lockstep]), else None. `agree(patcher)`: makes ComfyUI
-    batch cond and uncond alike on every rank (sample_job.agree_batching), for the centre tile's
-    sequence-parallel calls, whose collectives must match."""
+    batch cond and uncond alike on every rank (sample_job.agree_batching), where the forwards are
+    collective and must match: the centre tile's sequence-parallel calls, every call under weights layers."""
     check_conditioning(positive, "positive")
     check_conditioning(negative, "negative")
     import comfy.patcher_extension
@@ -88,6 +88,8 @@ def denoise_tiled(
         wrapper = RegionCondBatch(region, shapes)
     else:
         patcher = model.patcher.clone()
+        if agree is not None:  # weights layers: every forward is collective
+            agree(patcher)
         tiled_shapes = shapes if region is None else region_shapes(region, shapes)
         wrapper = TiledCondBatch(
             grid, tiled_shapes, rank=rank, world_size=world_size, reduce=reduce, lockstep=lockstep

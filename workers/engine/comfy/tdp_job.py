@@ -17,11 +17,10 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from ...strategies.tdp_plan import TdpPlan
+from ...strategies.tdp_plan import TdpPlan, tdp_reply
 from ...strategies.tdp_preview import audio_frames as preview_audio_frames
 from ...wire.model_files import describe_checkpoint
 from ...wire.requests import TdpUpscale
-from ...wire.weight_placement import WEIGHTS_LAYERS, check_tdp_weights
 from ..protocol import InputRejected, Job
 from .latent_upsample import (
     cached_latent_upsampler,
@@ -43,8 +42,6 @@ def tdp_upscale(model: ComfyModel, job: Job, request: TdpUpscale, plan: TdpPlan)
     from .layer_split import layer_range
 
     try:
-        if layer_range(model.patcher.model) is not None:  # the node refuses first; a direct request too
-            check_tdp_weights(WEIGHTS_LAYERS)
         positive = conditioning(request.positive, request.frame_rate)
         negative = conditioning(request.negative, request.frame_rate)
         check_conditioning(positive, "positive")
@@ -71,14 +68,20 @@ def tdp_upscale(model: ComfyModel, job: Job, request: TdpUpscale, plan: TdpPlan)
         on_step(step + 1, total, x)  # progress, and Cancel agreed at the step boundary
 
     job.check_cancel()
+    # NOTE [layers]: every forward runs on the whole group (each rank its range of the blocks), so every
+    # rank runs every tile, one after another, as one rank would; ComfyUI's batching of cond and uncond
+    # then has to agree between ranks (the hand-overs are collectives).
+    layered = layer_range(model.patcher.model) is not None
+    tile_rank, tile_ranks = (0, 1) if layered else (job.rank, job.world_size)
     # sharded: ranks with fewer tiles pad their gathers (NOTE [sharded lockstep])
     lockstep = None if plan.centre_tile_only else lockstep_for(model)
     padded = 0 if lockstep is None else lockstep.padded
+    collective_forwards = plan.centre_tile_only or layered
     out = denoise_tiled(
         model, latent, positive, negative, request.sigmas.float(), request.sampler, request.cfg,
-        request.seed, plan.grid, rank=job.rank, world_size=job.world_size, reduce=all_reduce_sum(job.world_size),
+        request.seed, plan.grid, rank=tile_rank, world_size=tile_ranks, reduce=all_reduce_sum(tile_ranks),
         callback=callback, lockstep=lockstep, region=plan.region,
-        agree=lambda patcher: agree_batching(job, patcher),
+        agree=(lambda patcher: agree_batching(job, patcher)) if collective_forwards else None,
     )  # fmt: skip
     samples = out["samples"]
     result = samples.unbind()[0] if samples.is_nested else samples
@@ -87,6 +90,7 @@ def tdp_upscale(model: ComfyModel, job: Job, request: TdpUpscale, plan: TdpPlan)
     if job.rank == 0:
         request.out_video.copy_(result.to(request.out_video.dtype))
     return {
+        **(tdp_reply(plan, request, 0, 1) if layered else {}),  # this rank ran every tile
         "audio_frames": None if audio is None else _audio_frames_out(model, request, plan),
         # Forwards this rank ran as gathers only to keep step with ranks that had more tiles (sharded).
         "padding_forwards": 0 if lockstep is None else lockstep.padded - padded,
