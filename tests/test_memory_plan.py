@@ -44,6 +44,10 @@ def header(dtype: str = "BF16") -> tuple[dict, dict]:
     dtypes["model.diffusion_model.patchify_proj.weight"] = "BF16"
     shapes["vae.decoder.conv_in.weight"] = (10**9,)  # not the diffusion model: not counted
     dtypes["vae.decoder.conv_in.weight"] = "F32"
+    # LTX-2.3's text projection (2.15 GiB in the 22B checkpoint): the text encoder's, not counted
+    for stream, width in (("video", 4096), ("audio", 2048)):
+        shapes[f"text_embedding_projection.{stream}_aggregate_embed.weight"] = (width, 188_160)
+        dtypes[f"text_embedding_projection.{stream}_aggregate_embed.weight"] = "BF16"
     return shapes, dtypes
 
 

@@ -54,6 +54,9 @@ NOT_DIFFUSION = (
     "vocoder.",
     "cond_stage_model.",
     "first_stage_model.",
+    # LTX's text projection: ComfyUI's text encoder reads it from the checkpoint (comfy/text_encoders/lt.py),
+    # the diffusion model never holds it (2.15 GiB in LTX-2.3's checkpoint).
+    "text_embedding_projection.",
 )
 # A quantized layer's scales (ComfyUI's weight_scale per tensor or per row, input_scale): sharded keeps
 # them whole on every GPU (workers/engine/comfy/quantized_shards.py). `comfy_quant` entries are the
