@@ -559,3 +559,42 @@ def check_guidance_parity(comfy, tiny, ranks: int, devices: str) -> None:  # noq
     # Group k runs passes k, k + G, ...: the groups with fewer pad one forward per step, the others none.
     runs = [len(range(k, passes, ranks)) for k in range(ranks)]
     assert padding == [3 * (max(runs) - n) for n in runs] and max(padding) > 0, (runs, padding)
+
+
+def test_offloaded_gives_up_resident_layers_for_the_text_encoder_as_comfyui_does(comfy, monkeypatch):  # noqa: F811
+    """NOTE [text room]: before a text encoder loads on a GPU without room for it, an offloaded model
+    asks ComfyUI's model management to free what the encoder needs (native ComfyUI's move before a
+    text encoder loads); replicated, sharded and layers weights stay, and a GPU with room moves nothing."""
+    import comfy.model_management as mm
+
+    from ltx2_mgpu.workers.engine.comfy import weights
+    from ltx2_mgpu.workers.engine.comfy.engine import ComfyEngine
+
+    gib = 2**30
+    held = SimpleNamespace(model_loaded_weight_memory=10 * gib)
+    freed: list[tuple[int, torch.device]] = []
+
+    def free_memory(need, device, **_):
+        freed.append((need, device))
+        held.model_loaded_weight_memory = 4 * gib
+
+    free = {"now": 2 * gib}
+    monkeypatch.setattr(mm, "free_memory", free_memory)
+    monkeypatch.setattr(mm, "get_free_memory", lambda dev=None, torch_free_too=False: free["now"])
+    engine = ComfyEngine()
+    engine.model = SimpleNamespace(patcher=SimpleNamespace(model=held))
+    job = SimpleNamespace(device=torch.device("cuda", 0))
+    for option in ("replicated", "sharded", "layers"):
+        monkeypatch.setattr(
+            weights, "residency", lambda patcher, option=option: SimpleNamespace(weights=option)
+        )
+        assert engine.make_room(job, 8 * gib) == "" and not freed
+    monkeypatch.setattr(weights, "residency", lambda patcher: SimpleNamespace(weights="offloaded"))
+    moved = engine.make_room(job, 8 * gib)
+    assert freed == [(8 * gib, job.device)]
+    assert moved == "6.0 GiB of the transformer's resident layers moved to host memory for the text encoder"
+    free["now"] = 9 * gib  # room enough: nothing moves
+    assert engine.make_room(job, 8 * gib) == "" and len(freed) == 1
+    assert (
+        engine.make_room(SimpleNamespace(device=torch.device("cpu")), 8 * gib) == ""
+    )  # host memory: ComfyUI's

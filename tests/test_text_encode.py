@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -190,6 +191,37 @@ def test_split_layers_follows_free_memory():
     assert split_layers(48, [1, 1, 1]) == ((0, 16), (16, 32), (32, 48))
     assert split_layers(48, [30, 10, 20]) == ((0, 24), (24, 32), (32, 48))
     assert split_layers(4, [100, 0, 1]) == ((0, 2), (2, 3), (3, 4))  # at least one layer each
+
+
+def test_a_text_encoder_that_cannot_fit_beside_the_model_is_refused_before_loading(gemma, monkeypatch):
+    """NOTE [text room]: GPUs whose free memory holds Gemma's weights together, but not each block with
+    its room to run (what the transformer left on small cards), are refused by the plan before any layer
+    loads, naming the sizes and what to change; with room the blocks follow the free memory."""
+    import ltx2_mgpu.workers.rank.ops_text as ops_text
+    from ltx2_mgpu.workers.engine.protocol import InputRejected
+
+    files = open_gemma(gemma["comfyui"])
+    dtype = torch.float32
+    layers = ops_text._block_bytes(files, dtype, 0, files.config.num_layers)
+    embedding = files.size_bytes(dtype, ["embed_tokens.weight"])
+    job = SimpleNamespace(world_size=2, rank=0)
+
+    def plan(free: list[float]):  # bytes each GPU has free beside the embedding on rank 0
+        gathered = [("cuda:0", int(embedding + free[0])), ("cuda:0", int(free[1]))]
+        monkeypatch.setattr(ops_text, "free_bytes", lambda job: gathered)
+        return ops_text._plan(job, files, dtype, "layers")
+
+    placement, blocks = plan([layers, layers])
+    assert placement == "layers" and blocks == (
+        (0, files.config.num_layers // 2),
+        (files.config.num_layers // 2, files.config.num_layers),
+    )
+    assert sum(f for f in (embedding + 0.55 * layers, 0.55 * layers)) >= files.size_bytes(
+        dtype
+    )  # fits together
+    with pytest.raises(InputRejected, match=r"MGPU Text Encode: the text encoder needs .* GiB in torch.float32 .* "
+                       r"free beside the loaded diffusion model\. Use a quantized text encoder file"):  # fmt: skip
+        plan([0.55 * layers, 0.55 * layers])
 
 
 @pytest.mark.parametrize("ranks", [1, 2, 3])

@@ -122,6 +122,11 @@ class Engine(Protocol):
         """Switch torch.compile of the loaded transformer's blocks."""
         raise self.refuse("compile_blocks")
 
+    def make_room(self, job: Job, need_bytes: int) -> str:
+        """NOTE [text room]: room on this rank's device for `need_bytes` more (a text encoder beside the
+        model), given up by the model where its weights option allows; a line saying what moved, or ""."""
+        return ""
+
     # ----- denoising -----
     def sample(self, job: Job, request: rq.Sample) -> dict:
         """The SP Sampler's job (the handler checked the split); rank 0 writes the output slots."""

@@ -22,6 +22,7 @@ is the same for any placement and rank count (bit for bit on one device type).
 from __future__ import annotations
 
 import gc
+import logging
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,6 +40,7 @@ from ..wire.requests import EncodeText
 from .ops import InputRejected, op
 
 STATE_KEY = "text_encoder"
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -104,6 +106,8 @@ def _validate(job, request: EncodeText) -> EncodeRequest:
                 f"the LoRA {Path(lora).name} changes {len(quantized)} layers that {path.name} stores quantized "
                 f"(e.g. {quantized[0]}); a text-encoder LoRA needs the bf16 Gemma file"
             )
+    if current is None or current.stamp != stamp:  # NOTE [text room]: Gemma and its head load next
+        _make_room(job, files, placement)
     projection = job.engine.text_head(job, files, request.projection)
     config = files.config
     if projection.in_features != config.feature_width:
@@ -141,15 +145,58 @@ def _plan(job, files: GemmaFiles, dtype: torch.dtype, wanted: str) -> tuple[str,
             f"{world} ranks but the text encoder has {config.num_layers} layers; use placement 'replicas'"
         )
     if sum(f for _, f in free) < weights:
-        raise InputRejected(
-            f"the text encoder needs {weights / 2**30:.1f} GiB in {dtype} but the group's devices have "
-            f"{sum(f for _, f in free) / 2**30:.1f} GiB free together; use more GPUs or free memory"
-        )
+        raise InputRejected(_no_room(files, dtype, weights, free))
     if all(d == "cpu" for d, _ in free):  # one shared memory: split evenly
         return placement, split_layers(config.num_layers, [1] * world)
     ends = files.size_bytes(dtype, ["embed_tokens.weight"])
     capacities = [f - (ends if r == 0 else 0) for r, (_, f) in enumerate(free)]
-    return placement, split_layers(config.num_layers, capacities)
+    blocks = split_layers(config.num_layers, capacities)
+    # NOTE [text room]: a block must fit its GPU with room to run (float32 casts of a layer's weights,
+    # the hidden states); else the load would run out of memory beside the diffusion model.
+    for (start, stop), capacity in zip(blocks, capacities, strict=True):
+        if _block_bytes(files, dtype, start, stop) * LAYERS_HEADROOM > capacity:
+            raise InputRejected(_no_room(files, dtype, weights, free))
+    return placement, blocks
+
+
+def _make_room(job, files: GemmaFiles, wanted: str) -> None:
+    """NOTE [text room]: the text encoder loads beside the diffusion model. Natively ComfyUI's model
+    management makes room for it; here the engine gives up what its weights option allows (offloaded:
+    resident layers back to host memory) for this rank's share of Gemma with its working room. Local to
+    the rank (each has its own device or memory cap); the plan then sees the room."""
+    if job.device.type != "cuda":
+        return
+    share = files.size_bytes(job.engine.text_dtype(files))
+    if wanted != "replicas":
+        share //= job.world_size
+    moved = job.engine.make_room(job, int(share * LAYERS_HEADROOM) + TEXT_HEAD_ROOM)
+    if moved:
+        log.info("MGPU Text Encode: %s", moved)
+
+
+# Room for LTX's text projection beside Gemma (LTX-2.3's is 2.15 GiB in bf16).
+TEXT_HEAD_ROOM = 5 * 2**29
+
+# NOTE [text room]: a layer block's working memory beside its weights (measured replicas need 1.23x at
+# 2,048 tokens, bench/bench_text_encode.py; a block runs one prompt at a time, the same share).
+LAYERS_HEADROOM = 1.25
+
+
+def _block_bytes(files: GemmaFiles, dtype: torch.dtype, start: int, stop: int) -> int:
+    keys = [k for k in files.shapes if any(k.startswith(f"layers.{i}.") for i in range(start, stop))]
+    return files.size_bytes(dtype, keys)
+
+
+def _no_room(files: GemmaFiles, dtype: torch.dtype, weights: int, free: list[tuple[str, int]]) -> str:
+    per_rank = ", ".join(f"{d} {f / 2**30:.1f}" for d, f in free)
+    return (
+        f"MGPU Text Encode: the text encoder needs {weights / 2**30:.1f} GiB in {dtype} (split over the "
+        f"{len(free)} workers, each block with {LAYERS_HEADROOM:.2f}x room to run), but the workers have "
+        f"{per_rank} GiB free beside the loaded diffusion model. Use a quantized text encoder file (Gemma's "
+        "fp8 or fp4 one), load the model with the MGPU Loader's weights offloaded (it gives up room to the "
+        "text encoder) or layers (a smaller share per GPU), add GPUs, or free GPU memory "
+        "(LTX2_MGPU_GPU_MEMORY_GIB, if set, caps each worker)"
+    )
 
 
 def _resident(job, request: EncodeRequest) -> tuple[ResidentEncoder, bool]:

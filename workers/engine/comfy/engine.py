@@ -210,6 +210,29 @@ class ComfyEngine(Engine):
         model = self.loaded()
         return model.loras, [model.diffusion_model]  # LTX-2's text connectors sit inside it
 
+    def make_room(self, job: Job, need_bytes: int) -> str:
+        """NOTE [text room]: under weights offloaded the resident part of the transformer is ComfyUI's to
+        size, so, as native ComfyUI does before loading a text encoder, its model management moves layers
+        back to host memory until `need_bytes` are free (they are cast in per call, as offloaded's other
+        layers are; the next sampling loads up to the budget again). Other options keep their weights."""
+        from .weights import WEIGHTS_OFFLOADED, residency
+
+        model = self.model
+        if (
+            model is None
+            or job.device.type != "cuda"
+            or residency(model.patcher).weights != WEIGHTS_OFFLOADED
+        ):
+            return ""
+        import comfy.model_management as mm
+
+        if mm.get_free_memory(job.device) >= need_bytes:
+            return ""
+        before = int(getattr(model.patcher.model, "model_loaded_weight_memory", 0))
+        mm.free_memory(need_bytes, job.device)
+        moved = before - int(getattr(model.patcher.model, "model_loaded_weight_memory", 0))
+        return f"{moved / 2**30:.1f} GiB of the transformer's resident layers moved to host memory for the text encoder"
+
     # ----- text -----
     def text_dtype(self, files) -> torch.dtype:
         """The file's dtype, whatever the group's weight dtype, as ComfyUI's text encoder loaders hold it
@@ -236,6 +259,12 @@ class ComfyEngine(Engine):
             head = ComfyTextHead.load(source, config.hidden_size, config.num_hidden_states, dtype, job.device)
         except ValueError as exc:
             raise InputRejected(str(exc)) from exc
+        except torch.OutOfMemoryError:  # NOTE [text room]; perhaps on some ranks only: the group stops
+            raise RuntimeError(
+                f"MGPU Text Encode: no room on {job.device} for the text projection of {source.name} beside the "
+                "loaded diffusion model. Load the model with the MGPU Loader's weights offloaded (it gives up "
+                "room to the text encoder) or layers (a smaller share per GPU), add GPUs, or free GPU memory"
+            ) from None
         self.text_heads = (key, head)
         return head
 
