@@ -30,7 +30,7 @@ Steps:
      the transformer GGUF `e2e_models.py --gguf Q4_0` wrote (LTX2_MGPU_COMFYUI_GGUF: the ComfyUI-GGUF pack):
        COMFYUI_PATH=... python bench/bench_e2e.py --prompts out/e2e/prompts --models /scratch/models \\
            --gpus 0,0,0 --jobs ltx23_t2v --sides ours --ours replicated layers@16 offloaded@16 \\
-           [--gguf Q4_0] --out x.json
+           --max-video-tokens 14080 [--gguf Q4_0] --out x.json
      The first variant is "ours"; each other one reports its speed and latents against it (or against
      native when native runs too), and every run its peak memory per GPU and, where nvidia-smi lists
      them, per process (the workers apart).
@@ -463,15 +463,21 @@ class OursVariant:
         return self.weights + (f"@{self.gpu_memory_gib:g}" if self.gpu_memory_gib else "")
 
 
-def ours_graph(prompt: dict, variant: OursVariant, gguf: str | None) -> dict:
+def ours_graph(
+    prompt: dict, variant: OursVariant, gguf: str | None, max_video_tokens: int | None = None
+) -> dict:
     """Our side's graph with the loader's weights option; with `gguf`, the loader runs the LTX-2.3
     transformer GGUF e2e_models.py wrote (its VAEs from their split files) and MGPU Text Encode reads the
-    text projection from the template's checkpoint, as a GGUF user's workflow does."""
+    text projection from the template's checkpoint, as a GGUF user's workflow does. `max_video_tokens`:
+    the loader's, as a user on a small card lowers it to the job's largest stage (the pre-flight plans
+    the activations with it)."""
     from e2e_models import AUDIO_VAE_23, VIDEO_VAE_23, gguf_name_23
 
     graph = copy.deepcopy(prompt)
     (loader,) = [n for n in graph.values() if n["class_type"] == "LTX2MGPULoader"]
     loader["inputs"]["weights"] = variant.weights
+    if max_video_tokens:
+        loader["inputs"]["max_video_tokens"] = max_video_tokens
     if gguf:
         checkpoint = loader["inputs"]["ckpt_name"]
         if not checkpoint.startswith("ltx-2.3"):
@@ -524,6 +530,7 @@ def run_job(
     sides: tuple[str, ...] = SIDES,
     variants: tuple[OursVariant, ...] = (OursVariant("replicated"),),
     gguf: str | None = None,
+    max_video_tokens: int | None = None,
 ) -> dict:
     """Native, then our side once per variant (the first is "ours", the others "ours <variant>"), each
     after the last one's workers stopped. Latents compared with native's, or with the first variant's
@@ -548,7 +555,12 @@ def run_job(
         with gpu_memory_cap(variant.gpu_memory_gib):
             try:
                 result[label], latents[label] = run_side(
-                    ours_graph(ours, variant, gguf), f"{name}-{label}", sync, devices, runs, trace
+                    ours_graph(ours, variant, gguf, max_video_tokens),
+                    f"{name}-{label}",
+                    sync,
+                    devices,
+                    runs,
+                    trace,
                 )
             except RuntimeError as e:  # a variant that fails (out of memory under its cap) is a result too
                 if len(variants) == 1:
@@ -650,6 +662,11 @@ def main(argv=None) -> int:
         help="our side runs the LTX-2.3 transformer GGUF of this type that e2e_models.py --gguf wrote (needs the "
         "ComfyUI-GGUF pack: LTX2_MGPU_COMFYUI_GGUF or ComfyUI's custom_nodes)",
     )  # fmt: skip
+    parser.add_argument(
+        "--max-video-tokens", type=int, default=None,
+        help="our loader's max_video_tokens (default: the template graph's); the 2.3 t2v job's largest stage "
+        "is 14,080 tokens, what a 16 GiB card's pre-flight plans layers with",
+    )  # fmt: skip
     parser.add_argument("--out", type=Path)
     parser.add_argument(
         "--trace", action="store_true", help="time every model call and decode (e2e_trace.py)"
@@ -736,6 +753,7 @@ def main(argv=None) -> int:
             sides,
             tuple(args.ours),
             args.gguf,
+            args.max_video_tokens,
         )
         results[name]["job"] = manifest["jobs"][name]
     report = {

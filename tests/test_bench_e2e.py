@@ -91,7 +91,7 @@ def test_e2e_bench_at_tiny_size_times_every_stage_with_matching_latents(
     _bench(
         "--prompts", str(work / "prompts"), "--tiny", "--tiny-made", str(made[0]),
         "--scratch", str(work / "scratch"), "--out", str(alone), "--jobs", JOBS[0], "--sides", "ours",
-        "--ours", "replicated", "layers@4", *gguf,
+        "--ours", "replicated", "layers@4", "--max-video-tokens", "8192", *gguf,
     )  # fmt: skip
     job = json.loads(alone.read_text())["jobs"][JOBS[0]]
     assert "native" not in job and all(job["ours"]["stages_s"][s] > 0 for s in STAGES), job.keys()
@@ -106,6 +106,8 @@ def test_e2e_bench_at_tiny_size_times_every_stage_with_matching_latents(
         error = layers["final_latents_vs_ours"][f"{kind}_latent_max_rel_error"]
         print(f"{JOBS[0]} {kind} latent, weights layers against replicated: {error}")
         assert error is not None and error <= TOLERANCE, layers["final_latents_vs_ours"]
+    warm = job["ours"]["warmup"]["console"]
+    assert any("max_video_tokens 8,192" in line for line in warm), warm  # the loader's, set by the bench
     if gguf:
         assert any("GGUF Q8_0" in line for line in job["ours"]["warmup"]["console"]), job["ours"]["warmup"][
             "console"
