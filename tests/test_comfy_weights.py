@@ -581,15 +581,17 @@ def test_offloaded_gives_up_resident_layers_for_the_text_encoder_as_comfyui_does
     free = {"now": 2 * gib}
     monkeypatch.setattr(mm, "free_memory", free_memory)
     monkeypatch.setattr(mm, "get_free_memory", lambda dev=None, torch_free_too=False: free["now"])
+
+    def accounted(option: str) -> SimpleNamespace:  # weights.residency's figures for `held`
+        return SimpleNamespace(weights=option, resident_bytes=held.model_loaded_weight_memory)
+
     engine = ComfyEngine()
     engine.model = SimpleNamespace(patcher=SimpleNamespace(model=held))
     job = SimpleNamespace(device=torch.device("cuda", 0))
     for option in ("replicated", "sharded", "layers"):
-        monkeypatch.setattr(
-            weights, "residency", lambda patcher, option=option: SimpleNamespace(weights=option)
-        )
+        monkeypatch.setattr(weights, "residency", lambda patcher, option=option: accounted(option))
         assert engine.make_room(job, 8 * gib) == "" and not freed
-    monkeypatch.setattr(weights, "residency", lambda patcher: SimpleNamespace(weights="offloaded"))
+    monkeypatch.setattr(weights, "residency", lambda patcher: accounted("offloaded"))
     moved = engine.make_room(job, 8 * gib)
     assert freed == [(8 * gib, job.device)]
     assert moved == "6.0 GiB of the transformer's resident layers moved to host memory for the text encoder"

@@ -145,7 +145,7 @@ def _plan(job, files: GemmaFiles, dtype: torch.dtype, wanted: str) -> tuple[str,
             f"{world} ranks but the text encoder has {config.num_layers} layers; use placement 'replicas'"
         )
     if sum(f for _, f in free) < weights:
-        raise InputRejected(_no_room(files, dtype, weights, free))
+        raise InputRejected(_no_room(dtype, weights, free))
     if all(d == "cpu" for d, _ in free):  # one shared memory: split evenly
         return placement, split_layers(config.num_layers, [1] * world)
     ends = files.size_bytes(dtype, ["embed_tokens.weight"])
@@ -155,7 +155,7 @@ def _plan(job, files: GemmaFiles, dtype: torch.dtype, wanted: str) -> tuple[str,
     # the hidden states); else the load would run out of memory beside the diffusion model.
     for (start, stop), capacity in zip(blocks, capacities, strict=True):
         if _block_bytes(files, dtype, start, stop) * LAYERS_HEADROOM > capacity:
-            raise InputRejected(_no_room(files, dtype, weights, free))
+            raise InputRejected(_no_room(dtype, weights, free))
     return placement, blocks
 
 
@@ -164,8 +164,6 @@ def _make_room(job, files: GemmaFiles, wanted: str) -> None:
     management makes room for it; here the engine gives up what its weights option allows (offloaded:
     resident layers back to host memory) for this rank's share of Gemma with its working room. Local to
     the rank (each has its own device or memory cap); the plan then sees the room."""
-    if job.device.type != "cuda":
-        return
     share = files.size_bytes(job.engine.text_dtype(files))
     if wanted != "replicas":
         share //= job.world_size
@@ -183,11 +181,11 @@ LAYERS_HEADROOM = 1.25
 
 
 def _block_bytes(files: GemmaFiles, dtype: torch.dtype, start: int, stop: int) -> int:
-    keys = [k for k in files.shapes if any(k.startswith(f"layers.{i}.") for i in range(start, stop))]
+    keys = [k for k in files.shapes if k.startswith("layers.") and start <= int(k.split(".", 2)[1]) < stop]
     return files.size_bytes(dtype, keys)
 
 
-def _no_room(files: GemmaFiles, dtype: torch.dtype, weights: int, free: list[tuple[str, int]]) -> str:
+def _no_room(dtype: torch.dtype, weights: int, free: list[tuple[str, int]]) -> str:
     per_rank = ", ".join(f"{d} {f / 2**30:.1f}" for d, f in free)
     return (
         f"MGPU Text Encode: the text encoder needs {weights / 2**30:.1f} GiB in {dtype} (split over the "

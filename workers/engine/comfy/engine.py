@@ -218,19 +218,17 @@ class ComfyEngine(Engine):
         from .weights import WEIGHTS_OFFLOADED, residency
 
         model = self.model
-        if (
-            model is None
-            or job.device.type != "cuda"
-            or residency(model.patcher).weights != WEIGHTS_OFFLOADED
-        ):
+        if model is None or job.device.type != "cuda":
+            return ""
+        before = residency(model.patcher)
+        if before.weights != WEIGHTS_OFFLOADED:
             return ""
         import comfy.model_management as mm
 
         if mm.get_free_memory(job.device) >= need_bytes:
             return ""
-        before = int(getattr(model.patcher.model, "model_loaded_weight_memory", 0))
         mm.free_memory(need_bytes, job.device)
-        moved = before - int(getattr(model.patcher.model, "model_loaded_weight_memory", 0))
+        moved = before.resident_bytes - residency(model.patcher).resident_bytes
         return f"{moved / 2**30:.1f} GiB of the transformer's resident layers moved to host memory for the text encoder"
 
     # ----- text -----

@@ -20,7 +20,8 @@ nvfp4, GGUF), LoRAs on the blocks a rank holds applied as ComfyUI applies them.
 Combined with the group's other parallelism: sequence parallelism is off (every rank runs all tokens of
 its blocks: the exchange the model uses is SoloExchange) and guidance groups are not formed (every rank
 must run every forward: requested_groups gives 1); the TDP Upscaler runs every tile on every rank, one
-after another (tdp_job.py), rather than dealing tiles to ranks. Collective per forward. Import only after bootstrap.import_comfyui.
+after another (tdp_job.py), rather than dealing tiles to ranks. Collective per forward. Import only after
+bootstrap.import_comfyui.
 """
 
 from __future__ import annotations
